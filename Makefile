@@ -1,0 +1,40 @@
+# rocmft: `make help` lists every target. Variables are set on the command line: make train RECIPE=x SET="k=v".
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+RECIPE  ?= tiny-cpu
+ARCH    ?=
+SET     ?=
+RUNTIME ?=
+GPUS    ?=
+NODES   ?=
+RESUME  ?=
+RUN     ?=
+RUN_NAME ?=
+FORCE   ?=
+TO      ?=
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+ROCMFT := $(VENV)/bin/rocmft
+# Offline by default: no model or dataset is ever fetched from a hub by the demo or the tests.
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cache/torch_extensions
+export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
+
+# Optional arguments become flags only when set, so the CLI's own defaults apply otherwise.
+opt = $(if $(strip $(2)),$(1) $(2))
+TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--nodes,$(NODES)) \
+              $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--run-name,$(RUN_NAME)) \
+              $(if $(filter 1 yes true,$(FORCE)),--force)
+
+.PHONY: help setup
+help: ## list the targets (this screen)
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+	@echo; echo "  Variables: RECIPE=$(RECIPE) ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FORCE=1"
+
+setup: ## create .venv: CPU torch, pinned LLaMA-Factory/DeepSpeed, the project, test tools (idempotent)
+	@bash scripts/setup-venv.sh
+
+include mk/*.mk

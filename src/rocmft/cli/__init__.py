@@ -1,0 +1,5 @@
+"""One module per subcommand (torchtune style). Each defines HELP, add_arguments(parser) and run(args) -> int.
+
+Modules here import nothing heavy at module level: `rocmft --help` and render/plan must start fast,
+without torch, LLaMA-Factory or DeepSpeed.
+"""

@@ -1,0 +1,55 @@
+"""`rocmft <command>`: find the subcommand modules, parse, run, turn problems into one line each + exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from .. import __version__
+from ..problems import EXIT_INVALID, ProblemReport
+
+_NOT_COMMANDS = {"main", "common"}
+
+
+def _commands() -> dict[str, object]:
+    package = importlib.import_module("rocmft.cli")
+    found = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name in _NOT_COMMANDS or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"rocmft.cli.{info.name}")
+        found[getattr(module, "NAME", info.name.replace("_", "-"))] = module
+    return dict(sorted(found.items()))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rocmft", description="Fine-tune open LLMs with LLaMA-Factory on AMD GPUs.")
+    parser.add_argument("--version", action="version", version=f"rocmft {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+    for name, module in _commands().items():
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return EXIT_INVALID
+    try:
+        return int(args._run(args) or 0)
+    except ProblemReport as report:
+        for problem in report.problems:
+            print(problem.line(), file=sys.stderr)
+        return EXIT_INVALID if report.errors else 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
