@@ -21,14 +21,14 @@ class Problem:
     key: str  # dotted key or argument name; "" when the whole file is at fault
     message: str
     suggestion: str = ""
-    severity: str = "error"  # "error" stops; "warning" is printed and lets the run go on
+    severity: str = "error"  # "error" stops; "warning" and "note" are printed and let the run go on
 
     def line(self) -> str:
         where = ": ".join(part for part in (self.file, self.key) if part)
         text = f"{where}: {self.message}" if where else self.message
         if self.suggestion:
             text += f" ({self.suggestion})"
-        prefix = "warning: " if self.severity == "warning" else "error: "
+        prefix = {"warning": "warning: ", "note": "note: "}.get(self.severity, "error: ")
         return prefix + text
 
 

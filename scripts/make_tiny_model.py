@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Build the tiny Llama that `make demo` and the tests train, offline (no hub), in ~2 seconds.
+
+A 2-layer Llama (hidden 64) with random weights and a byte-level BPE tokenizer trained here on generated
+text. The tokenizer carries the Llama-3 and Qwen chat special tokens as single tokens: LLaMA-Factory's
+`llama3` and `qwen` templates index them, and a missing one crashes training (IndexError).
+Deterministic: the same seed gives the same model, so test losses are comparable run to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+from pathlib import Path
+
+LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                  "<|eot_id|>", "<|eom_id|>"]
+QWEN_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+WORDS = ("rocm gpu amd train model loss step token batch lora adapter rank learning rate data set json line "
+         "memory node zero stage shard weight gradient optimizer adam precision float bfloat half fine tune "
+         "the a an of to in on for with is are was be this that it and or not yes no what how why when "
+         "one two three four five six seven eight nine ten plus minus equals answer question hello world").split()
+
+
+def corpus(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 30))))
+        lines.append(f"{rng.randint(0, 99)} + {rng.randint(0, 99)} = {rng.randint(0, 198)}.")
+    return lines
+
+
+def build(out: Path, seed: int = 0) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1024, special_tokens=LLAMA3_SPECIAL + QWEN_SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus(2000, seed), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>", pad_token="<|end_of_text|>",
+        additional_special_tokens=[t for t in LLAMA3_SPECIAL + QWEN_SPECIAL
+                                   if t not in ("<|begin_of_text|>", "<|eot_id|>", "<|end_of_text|>")],
+    )
+    tokenizer.model_max_length = 2048
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    # save_pretrained writes 0600 files: a container running as another user could not read them.
+    for f in out.iterdir():
+        f.chmod(0o644)
+    (out / "rocmft-tiny.json").write_text(json.dumps({"seed": seed, "built_by": "scripts/make_tiny_model.py"}) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default="models/tiny-llama")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--force", action="store_true", help="rebuild even if the model exists")
+    args = parser.parse_args()
+    out = Path(args.out)
+    if (out / "rocmft-tiny.json").is_file() and not args.force:
+        print(f"tiny model: {out} (exists)")
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    build(out, args.seed)
+    print(f"tiny model: {out} (built)")
+
+
+if __name__ == "__main__":
+    main()

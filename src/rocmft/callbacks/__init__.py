@@ -1,0 +1,1 @@
+"""Callbacks that run inside the training processes (registered by rocmft.worker through run_exp)."""

@@ -1,0 +1,64 @@
+"""`rocmft train RECIPE [k=v...]`: render, validate, plan, then launch on the chosen runtime."""
+
+from __future__ import annotations
+
+import importlib
+
+from .. import pipeline
+from ..problems import Problem, ProblemReport
+from .common import add_recipe_arguments, overrides, warn
+
+HELP = "render + validate + plan + launch a recipe (RUNTIME=local|docker|slurm|k8s)"
+RUNTIMES = ("local", "docker", "slurm", "k8s")
+
+
+def _runtime_module(name: str):
+    return importlib.import_module(f"rocmft.launch.{name}")
+
+
+def add_arguments(parser) -> None:
+    add_recipe_arguments(parser)
+    parser.add_argument("--runtime", default=None, help="local | docker | slurm | k8s (default: local for cpu, docker for GPU arches)")
+    parser.add_argument("--gpus", default=None, help="GPU indices on this host, e.g. 0,1 (sets the process count)")
+    parser.add_argument("--nodes", default=None, help="number of nodes (overrides the recipe)")
+    parser.add_argument("--arch", default=None, help="override the recipe's arch")
+    parser.add_argument("--resume", default=None, help="a run dir or `last`: continue from its newest checkpoint")
+    parser.add_argument("--run-name", default=None, help="name the run dir (refused if it exists)")
+    parser.add_argument("--force", action="store_true", help="launch even when the planner says it does not fit")
+    parser.add_argument("--no-plan", action="store_true", help="skip the memory plan check")
+    parser.add_argument("--quiet", action="store_true", help="do not echo the job's output (it still goes to train.log)")
+    for name in RUNTIMES:
+        try:
+            module = _runtime_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(parser)
+
+
+def _check_plan(prep: pipeline.Prepared, force: bool) -> None:
+    try:
+        from .. import plan as planner
+    except ImportError:
+        return
+    result = planner.check(prep.recipe)
+    print(result.summary)
+    if not result.fits and not force:
+        raise ProblemReport([Problem(prep.recipe.path, "", "the planner says this run does not fit in GPU memory",
+                                     "follow a suggestion above, or FORCE=1 to launch anyway")])
+
+
+def run(args) -> int:
+    prep = pipeline.prepare(args.recipe, overrides(args), arch=args.arch, nodes=args.nodes, gpus=args.gpus,
+                            resume=args.resume, run_name=args.run_name)
+    warn(prep.messages)
+    runtime = args.runtime or ("docker" if prep.arch.is_gpu else "local")
+    if runtime not in RUNTIMES:
+        raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{runtime}`", f"one of: {', '.join(RUNTIMES)}")])
+    if not args.no_plan:
+        _check_plan(prep, args.force)
+    try:
+        module = _runtime_module(runtime)
+    except ImportError as exc:
+        raise ProblemReport([Problem("", "RUNTIME", f"runtime `{runtime}` is not available: {exc}")]) from None
+    return module.launch(prep, args)

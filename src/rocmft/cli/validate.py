@@ -1,0 +1,80 @@
+"""`rocmft validate FILE...|--all`: recipes, LLaMA-Factory YAMLs and DeepSpeed JSONs, by their own parsers."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from .. import paths, pipeline, recipes, runs
+from ..problems import EXIT_INVALID, Problem, ProblemReport
+
+HELP = "validate recipes, LLaMA-Factory YAMLs or DeepSpeed JSONs (all problems at once; exit 2 if any)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("files", nargs="*", help="recipe .yaml, LLaMA-Factory train .yaml, or DeepSpeed .json")
+    parser.add_argument("--all", action="store_true", help="every shipped recipe in recipes/")
+
+
+def _validate_recipe(path: str) -> list[Problem]:
+    prep = pipeline.prepare(path, run_name=None, validate=False)
+    return pipeline.validate_rendered(prep.recipe, prep.rendered, prep.run_path)
+
+
+def _validate_train_yaml(path: Path, data: dict) -> list[Problem]:
+    from ..validate import deepspeed as ds_check
+    from ..validate import inputs
+    from ..validate import llamafactory as lf_check
+
+    lf = lf_check.check(data, str(path))
+    problems = lf.problems + inputs.check(data, str(path), paths.root())
+    if data.get("deepspeed"):
+        ds_path = Path(str(data["deepspeed"]))
+        ds_path = ds_path if ds_path.is_absolute() or ds_path.exists() else paths.root() / ds_path
+        try:
+            cfg = json.loads(ds_path.read_text())
+        except FileNotFoundError:
+            problems.append(Problem(str(path), "deepspeed", f"`{data['deepspeed']}` does not exist"))
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(str(ds_path), "", f"not valid JSON: line {exc.lineno}: {exc.msg}"))
+        else:
+            problems += ds_check.check(cfg, str(ds_path), lf.hf_args, 1)
+    return problems + lf.notes
+
+
+def validate_file(path_text: str) -> list[Problem]:
+    path = Path(path_text)
+    if not path.is_file():
+        return [Problem(path_text, "", "file not found")]
+    if path.suffix == ".json":
+        from ..validate import deepspeed as ds_check
+
+        try:
+            cfg = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            return [Problem(path_text, "", f"not valid JSON: line {exc.lineno}: {exc.msg}")]
+        return ds_check.check(cfg, path_text)
+    data = recipes.read_yaml(path)
+    if "llamafactory" in data or "base" in data:
+        return _validate_recipe(str(path))
+    return _validate_train_yaml(path, data)
+
+
+def run(args) -> int:
+    targets = [str(recipes.find(n)) for n in recipes.available()] if args.all else list(args.files)
+    if not targets:
+        raise ProblemReport([Problem("", "FILES", "nothing to validate", "give files, or --all for every shipped recipe")])
+    failed = 0
+    for target in targets:
+        try:
+            problems = validate_file(target)
+        except ProblemReport as report:
+            problems = report.problems
+        errors = [p for p in problems if p.severity == "error"]
+        for p in problems:
+            print(p.line())
+        label = Path(target).name if args.all else target
+        print(f"{'FAIL' if errors else 'ok  '}  {label}" + (f"  ({len(errors)} problem{'s' * (len(errors) > 1)})" if errors else ""))
+        failed += bool(errors)
+    return EXIT_INVALID if failed else 0

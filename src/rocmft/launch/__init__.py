@@ -1,0 +1,1 @@
+"""Launch: one pure function builds the plan (plan.py); each runtime executes or renders that same plan."""

@@ -1,0 +1,50 @@
+"""How a run ended, said once for every runtime: status.json, the summary lines, the exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import advice, arches, runs
+from .progress import failed_ranks
+
+EXIT_DIVERGED = 3
+
+
+def finish(run_dir: Path, code: int, arch_name: str) -> int:
+    status = runs.read_status(run_dir)
+    if status.get("state") == "interrupted":
+        print(f"[rocmft] interrupted: {runs.relative(run_dir)} marked interrupted", flush=True)
+        return code
+    loss = runs.losses(run_dir)
+    final = loss[-1][1] if loss else None
+    diverged = run_dir / "diverged.json"
+    if diverged.is_file():
+        report = json.loads(diverged.read_text())
+        good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < int(report.get("step", 0))]
+        checkpoint = runs.relative(good[-1]) if good else None
+        runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), final_loss=final,
+                  last_good_checkpoint=checkpoint)
+        print(f"[rocmft] DIVERGED: {report.get('cause')}", flush=True)
+        print(f"[rocmft] last good checkpoint: {checkpoint or 'none (no checkpoint before the divergence)'}", flush=True)
+        for i, line in enumerate(advice.rank(report, arches.table().get(arch_name), run_dir.name, checkpoint), 1):
+            print(f"[rocmft]   {i}. {line}", flush=True)
+        return EXIT_DIVERGED
+    if code == 0:
+        runs.mark(run_dir, "succeeded", exit_code=0, final_loss=final)
+        output = run_dir / "output"
+        print(f"[rocmft] done: {runs.relative(run_dir)}", flush=True)
+        if (output / "adapter_model.safetensors").is_file():
+            print(f"[rocmft] adapter:   {runs.relative(output)}/adapter_model.safetensors", flush=True)
+        if (output / "training_loss.png").is_file():
+            print(f"[rocmft] loss plot: {runs.relative(output)}/training_loss.png", flush=True)
+        if loss:
+            print(f"[rocmft] loss {loss[0][1]:.4f} (step {loss[0][0]}) -> {final:.4f} (step {loss[-1][0]})", flush=True)
+        return 0
+    log = (run_dir / "train.log").read_text(errors="replace") if (run_dir / "train.log").is_file() else ""
+    ranks = failed_ranks(log)
+    runs.mark(run_dir, "failed", exit_code=code, final_loss=final, failed_ranks=ranks)
+    print(f"[rocmft] FAILED (exit code {code}): {runs.relative(run_dir)}/train.log", flush=True)
+    for line in ranks:
+        print(f"[rocmft]   {line}", flush=True)
+    return code

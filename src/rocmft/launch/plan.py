@@ -1,0 +1,138 @@
+"""The launch plan: a pure function from (recipe, arch, run path, environment) to what gets executed.
+
+Nothing else in the project builds an argv. The local, Docker, Slurm and Kubernetes runtimes take this
+plan and only decide WHERE it runs (a process, a container, an sbatch script, a pod).
+
+Why torchrun on our worker, not `llamafactory-cli train` with FORCE_TORCHRUN: llamafactory-cli turns any
+rank's failure into exit 1 and rebuilds the environment itself (it overwrites PYTORCH_CUDA_ALLOC_CONF
+unless OPTIM_TORCH=0); calling torchrun directly keeps the real exit code and the failing rank, runs the
+same argv inside a container or on a Slurm node, and lets the worker register our callbacks (watchdog,
+metrics) through LLaMA-Factory's `run_exp(callbacks=...)`. The rendered YAML stays a plain LLaMA-Factory
+input either way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+from ..arches import Arch
+from ..problems import Problem, ProblemReport
+from ..recipes import SECRET_ENV, Recipe
+
+DEVICE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+# Passed from the caller's environment when set: caches, offline switches, site network settings.
+PASS_THROUGH = (
+    "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE",
+    "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG",
+    "GLOO_SOCKET_IFNAME",
+)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: tuple[str, ...]
+    env: Mapping[str, str]  # set for the job, on top of the runtime's base environment; never secret
+    unset_env: tuple[str, ...]  # removed from the base environment (device selection is one variable only)
+    secret_env: tuple[str, ...]  # names passed from the caller's environment; values never stored
+    run_path: str  # relative to the project root (the job's working directory)
+    nproc_per_node: int
+    nnodes: int
+    visible_devices: tuple[str, ...] | None  # GPU indices on the host, None = all of the node's GPUs
+    arch: str
+    distributed: bool
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc_per_node * self.nnodes
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["env"] = dict(sorted(self.env.items()))
+        return json.dumps(data, indent=2) + "\n"
+
+
+def parse_gpus(spec: str | None) -> tuple[str, ...] | None:
+    if spec is None or str(spec).strip() == "":
+        return None
+    items = [s.strip() for s in str(spec).split(",") if s.strip()]
+    if not items or not all(s.isdigit() for s in items) or len(set(items)) != len(items):
+        raise ProblemReport([Problem("", "GPUS", f"`{spec}` is not a list of GPU indices", "e.g. GPUS=0,1")])
+    return tuple(items)
+
+
+def devices_from_env(host_env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """A selection the user already made in the shell, taken once; two different variables are refused."""
+    present = {name: host_env[name] for name in DEVICE_VARS if host_env.get(name, "").strip()}
+    if len(present) > 1:
+        listed = ", ".join(f"{k}={v}" for k, v in present.items())
+        raise ProblemReport([Problem("", "environment", f"GPU selection set twice ({listed}): ROCm applies both, "
+                                     "one after the other, and the job sees the wrong cards",
+                                     "unset all but one, or use GPUS=0,1")])
+    if present:
+        return parse_gpus(next(iter(present.values())))
+    return None
+
+
+def build(
+    recipe: Recipe,
+    arch: Arch,
+    run_path: str,
+    host_env: Mapping[str, str],
+    *,
+    python: str = "python",
+    gpus: tuple[str, ...] | None = None,
+    node_rank: str = "0",
+    master_addr: str | None = None,
+    master_port: str | None = None,
+) -> LaunchPlan:
+    """`node_rank`, `master_addr`, `master_port` may be shell placeholders (`$SLURM_NODEID`) for multi-node."""
+    nproc, nnodes = recipe.gpus_per_node, recipe.nodes
+    if gpus is not None and arch.is_gpu and len(gpus) != nproc:
+        raise ProblemReport([Problem("", "GPUS", f"{len(gpus)} GPUs selected but the recipe runs {nproc} per node",
+                                     f"add SET=gpus_per_node={len(gpus)} or select {nproc} GPUs")])
+    distributed = nproc * nnodes > 1 or recipe.deepspeed != "none"
+    worker = ("-m", "rocmft.worker", "--run-dir", run_path)
+    if not distributed:
+        argv = (python, "-u", *worker)
+    elif nnodes == 1 and master_addr is None:
+        # --standalone: a private c10d store on a free port, so two jobs on one host never collide.
+        argv = (python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                "--nproc_per_node", str(nproc), *worker)
+    else:
+        # Static rendezvous: rank 0 is deterministically the first node (c10d may pick either).
+        argv = (python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--node_rank", node_rank,
+                "--nproc_per_node", str(nproc), "--master_addr", master_addr or "127.0.0.1",
+                "--master_port", master_port or "29500", *worker)
+
+    env: dict[str, str] = {}
+    for name in PASS_THROUGH:
+        if host_env.get(name):
+            env[name] = host_env[name]
+    env.update(arch.env)
+    if nnodes > 1:
+        env.update(arch.rccl_env)
+    env.update(recipe.env)
+    env.update({
+        "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike
+        "OPTIM_TORCH": "0",  # if this env is reused with llamafactory-cli, it keeps our allocator settings
+        "ROCMFT_RUN_DIR": run_path,
+    })
+    unset = [v for v in DEVICE_VARS if v != "ROCR_VISIBLE_DEVICES"] if arch.is_gpu else list(DEVICE_VARS)
+    if arch.is_gpu and gpus is not None:
+        env["ROCR_VISIBLE_DEVICES"] = ",".join(gpus)
+    elif arch.is_gpu:
+        unset.append("ROCR_VISIBLE_DEVICES")
+    secrets = tuple(name for name in SECRET_ENV if host_env.get(name))
+    return LaunchPlan(
+        argv=argv, env=env, unset_env=tuple(unset), secret_env=secrets, run_path=run_path,
+        nproc_per_node=nproc, nnodes=nnodes, visible_devices=gpus, arch=arch.name, distributed=distributed,
+    )
+
+
+def job_env(plan: LaunchPlan, base_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a runtime hands the job: its base env, minus unset names, plus the plan's."""
+    env = {k: v for k, v in base_env.items() if k not in plan.unset_env}
+    env.update(plan.env)
+    return env

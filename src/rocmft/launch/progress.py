@@ -1,0 +1,77 @@
+"""Turns the job's output into progress: steps from the progress bar, loss from the Trainer's log dicts.
+
+Shared by every runtime that streams logs (local, Docker). Pure: feed text, get events back.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+_STEP = re.compile(r"(\d+)/(\d+) \[")
+_DICT = re.compile(r"\{'loss': [^}]*\}")
+_RANK_FAIL = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*host\s*:\s*(\S+)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+@dataclass
+class Progress:
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    grad_norm: float | None = None
+
+    def line(self) -> str:
+        parts = []
+        if self.step is not None:
+            parts.append(f"step {self.step}/{self.total}")
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4f}")
+        if self.grad_norm is not None:
+            parts.append(f"grad_norm {self.grad_norm:.3g}")
+        return ", ".join(parts)
+
+
+def _number(value) -> float | None:
+    # transformers 5 prints the log values as strings ('6.671')
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class ProgressParser:
+    def __init__(self) -> None:
+        self.state = Progress()
+
+    def feed(self, text: str) -> Progress | None:
+        """Returns the progress when a new loss was logged (the moment worth a status line)."""
+        for match in _STEP.finditer(text):
+            self.state.step, self.state.total = int(match.group(1)), int(match.group(2))
+        found = None
+        for match in _DICT.finditer(text):
+            try:
+                logs = ast.literal_eval(match.group(0))
+            except (ValueError, SyntaxError):
+                continue  # nan/inf printed bare are not Python literals; the watchdog reports those
+            self.state.loss = _number(logs.get("loss"))
+            self.state.grad_norm = _number(logs.get("grad_norm"))
+            found = self.state
+        return found
+
+
+def failed_ranks(log_text: str) -> list[str]:
+    """torchrun's failure summary -> 'rank 1 (local_rank 1) on host: exit code -9 (killed by SIGKILL)'."""
+    import signal
+
+    out = []
+    for rank, local, host, code in _RANK_FAIL.findall(log_text):
+        code_i = int(code)
+        what = f"exit code {code_i}"
+        if code_i < 0:
+            try:
+                what += f" (killed by {signal.Signals(-code_i).name})"
+            except ValueError:
+                pass
+        out.append(f"rank {rank} (local_rank {local}) on {host}: {what}")
+    return out

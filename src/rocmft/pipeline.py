@@ -1,0 +1,113 @@
+"""The flow every command shares: recipe -> render -> validate -> (plan) -> a run directory on disk.
+
+`prepare` does everything that can fail on bad input BEFORE anything is written: a run directory only
+exists for a recipe that rendered and validated.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from . import arches, paths, recipes, render, runs
+from .launch import plan as launch_plan
+from .problems import Problem, ProblemReport, raise_if_errors
+
+
+@dataclass
+class Prepared:
+    recipe: recipes.Recipe
+    arch: arches.Arch
+    rendered: render.Rendered
+    run_dir: Path  # chosen; created by `commit`
+    run_path: str
+    gpus: tuple[str, ...] | None
+    resume_from: str | None
+    messages: list[Problem] = field(default_factory=list)  # warnings and notes to show the user
+
+
+def _int_option(value, name: str) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ProblemReport([Problem("", name, f"must be a whole number >= 1, got `{value}`")])
+    return number
+
+
+def prepare(
+    recipe_spec: str,
+    overrides: Iterable[str] = (),
+    *,
+    arch: str | None = None,
+    nodes: str | int | None = None,
+    gpus: str | None = None,
+    resume: str | None = None,
+    run_name: str | None = None,
+    validate: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> Prepared:
+    env = os.environ if env is None else env
+    overrides = list(overrides)
+    if arch:
+        overrides.append(f"arch={arch}")
+    if nodes is not None and str(nodes) != "":
+        overrides.append(f"nodes={_int_option(nodes, 'NODES')}")
+    explicit = launch_plan.parse_gpus(gpus)
+    if explicit:
+        overrides.append(f"gpus_per_node={len(explicit)}")  # GPUS=2,3 means two processes
+    recipe = recipes.load(recipe_spec, overrides)
+    arch_info = arches.get(recipe.arch, file=recipe.path)
+    selected = explicit or (launch_plan.devices_from_env(env) if arch_info.is_gpu else None)
+    resume_from = None
+    if resume:
+        resume_from = runs.relative(runs.resume_checkpoint(resume, recipe.name))
+    run_dir = runs.choose(recipe.name, run_name)
+    run_path = runs.relative(run_dir)
+    rendered = render.render(recipe, run_path, resume_from)
+    messages = list(rendered.warnings)
+    if validate:
+        messages += validate_rendered(recipe, rendered, run_path)
+    return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages)
+
+
+def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str) -> list[Problem]:
+    """LLaMA-Factory's and DeepSpeed's own checks; a cache skips the ~8 s import for unchanged inputs."""
+    from . import validate
+
+    source = runs.relative(Path(recipe.path))
+    train_label, ds_label = f"{source} -> train.yaml", f"{source} -> ds_config.json"
+    key = validate.cache_key(rendered.train_yaml.replace(run_path, "<run>"),
+                             (rendered.ds_config or "").replace(run_path, "<run>"), recipe.arch, str(recipe.world_size))
+    if validate.already_valid(key):
+        # Inputs on disk can change between runs: those checks are cheap and always repeated.
+        from .validate import inputs
+
+        return raise_if_errors(inputs.check(rendered.args, train_label, paths.root()))
+    try:
+        problems = validate.check_rendered(rendered.args, rendered.ds_config, recipe.arch, recipe.world_size,
+                                           train_label, ds_label)
+    except ImportError as exc:
+        raise ProblemReport([Problem("", "", f"cannot validate: {exc.name or exc} is not installed here",
+                                     "run `make setup` (validation uses LLaMA-Factory's and DeepSpeed's own parsers)")]) from None
+    kept = raise_if_errors(problems)
+    validate.remember_valid(key)
+    return kept
+
+
+def commit(prep: Prepared) -> Path:
+    """Create the run dir and write what was asked and what LLaMA-Factory will read."""
+    runs.create(prep.run_dir)
+    runs.write_inputs(prep.run_dir, prep.recipe.to_dict(), prep.rendered.train_yaml, prep.rendered.ds_config)
+    runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, arch=prep.recipe.arch,
+              resumed_from=prep.resume_from)
+    return prep.run_dir
+
+
+def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None, **rendezvous):
+    return launch_plan.build(prep.recipe, prep.arch, prep.run_path, os.environ if env is None else env,
+                             python=python or sys.executable, gpus=prep.gpus, **rendezvous)

@@ -1,0 +1,57 @@
+"""What a run reads must exist before any process starts: the model and every dataset it names.
+
+LLaMA-Factory finds out minutes later, after the launch, on every rank. Pure file checks, no imports.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..problems import Problem, did_you_mean
+
+
+def _is_local_path(name: str, root: Path) -> bool:
+    if name.startswith(("/", "./", "../", "~")):
+        return True
+    # `models/x` is a folder of the project; `org/model` is a hub id (resolved from the HF cache at run time).
+    return (root / name.split("/", 1)[0]).is_dir()
+
+
+def check(args: dict[str, Any], file: str, root: Path, key_prefix: str = "") -> list[Problem]:
+    problems: list[Problem] = []
+    model = str(args.get("model_name_or_path") or "")
+    if not model:
+        problems.append(Problem(file, f"{key_prefix}model_name_or_path", "missing: a local model dir or a hub id"))
+    elif _is_local_path(model, root):
+        path = Path(model).expanduser()
+        path = path if path.is_absolute() else root / path
+        if not (path / "config.json").is_file():
+            hint = "build it with `make tiny-model`" if "tiny" in model else "download it first (huggingface-cli download) or give a hub id"
+            problems.append(Problem(file, f"{key_prefix}model_name_or_path", f"no model at `{model}` (no config.json)", hint))
+    dataset_dir = Path(str(args.get("dataset_dir", "data")))
+    dataset_dir = dataset_dir if dataset_dir.is_absolute() else root / dataset_dir
+    for key in ("dataset", "eval_dataset"):
+        names = args.get(key)
+        if not names:
+            continue
+        names = names if isinstance(names, list) else [n.strip() for n in str(names).split(",")]
+        info_file = dataset_dir / "dataset_info.json"
+        try:
+            info = json.loads(info_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            problems.append(Problem(file, f"{key_prefix}dataset_dir", f"no dataset_info.json in `{args.get('dataset_dir', 'data')}`"))
+            break
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(str(info_file), "", f"not valid JSON: {exc}"))
+            break
+        for name in names:
+            if name not in info:
+                problems.append(Problem(file, f"{key_prefix}{key}", f"dataset `{name}` is not registered in {info_file.name}",
+                                        did_you_mean(name, info) or "register it with `make data IN=file.jsonl NAME=name`"))
+                continue
+            local = info[name].get("file_name")
+            if local and not (dataset_dir / local).exists():
+                problems.append(Problem(file, f"{key_prefix}{key}", f"dataset `{name}` points at `{local}`, which does not exist"))
+    return problems

@@ -1,0 +1,156 @@
+"""A LLaMA-Factory train config judged by LLaMA-Factory's own argument parser, without loading a model.
+
+Three passes, so that every mistake in a file is reported at once:
+1. keys: each key must be a field of LLaMA-Factory's argument dataclasses (typos get a suggestion);
+2. values: each value goes through the argparse action LLaMA-Factory's HfArgumentParser builds for it
+   (types and choices: `flash_attn: off`, `finetuning_type: lorra`) - the YAML path skips these checks;
+3. cross-field: `get_train_args` on the keys that passed, i.e. LLaMA-Factory's own consistency checks.
+Some of LLaMA-Factory's checks look at the HOST (bf16 needs a bf16 GPU). A GPU recipe validated on a CPU
+laptop or in CI is judged against its target arch instead, and the report says which checks that was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import os
+from types import SimpleNamespace
+from typing import Any
+
+from ..arches import Arch
+from ..problems import Problem, did_you_mean
+
+# Keys from the posts (and habits) that LLaMA-Factory does not take for training, with what to use instead.
+KNOWN_WRONG = {
+    "gpu_ids": "not a LLaMA-Factory argument: choose GPUs with GPUS=0,1 (ROCR_VISIBLE_DEVICES), count with gpus_per_node",
+    "torch_dtype": "not how LLaMA-Factory picks training precision: use bf16/fp16 (a recipe's `precision:`)",
+    "overwrite_output_dir": "refused: it destroys earlier results (and transformers 5 removed it); use a new output_dir",
+    "config_file": "LLaMA-Factory takes the YAML path as its argument: llamafactory-cli train x.yaml",
+}
+
+
+@dataclasses.dataclass
+class LFCheck:
+    problems: list[Problem]
+    notes: list[Problem]
+    hf_args: SimpleNamespace  # the TrainingArguments values the DeepSpeed check needs
+
+
+def _quiet():
+    os.environ.setdefault("LLAMAFACTORY_VERBOSITY", "WARN")
+    return contextlib.redirect_stdout(io.StringIO())
+
+
+def _parser():
+    with _quiet():
+        from llamafactory.hparams import parser as lf_parser
+        from transformers import HfArgumentParser
+
+        return lf_parser, HfArgumentParser(lf_parser._TRAIN_ARGS)
+
+
+def _known_fields(lf_parser) -> dict[str, Any]:
+    return {f.name: f for dc in lf_parser._TRAIN_ARGS for f in dataclasses.fields(dc) if f.init}
+
+
+def _type_name(action: argparse.Action) -> str:
+    name = getattr(action.type, "__name__", "")
+    return {"int": "an integer", "float": "a number", "string_to_bool": "true or false"}.get(name, name or "a string")
+
+
+def _value_problem(action: argparse.Action, key: str, value: Any, file: str) -> Problem | None:
+    values = value if isinstance(value, list) and action.nargs in ("+", "*") else [value]
+    for item in values:
+        text = ("true" if item else "false") if isinstance(item, bool) else str(item)
+        try:
+            converted = action.type(text) if action.type else text
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            return Problem(file, key, f"must be {_type_name(action)}, got {item!r}")
+        if action.choices is not None and converted not in action.choices:
+            choices = ", ".join(str(c) for c in action.choices)
+            if isinstance(item, bool):
+                return Problem(file, key, f"YAML read this value as {text} (on/off/yes/no are booleans in YAML)",
+                               f"one of: {choices}")
+            return Problem(file, key, f"`{item}` is not a valid choice",
+                           did_you_mean(str(item), [str(c) for c in action.choices]) or f"one of: {choices}")
+    return None
+
+
+def _templates() -> list[str]:
+    with _quiet():
+        from llamafactory.data.template import TEMPLATES
+    return list(TEMPLATES)
+
+
+def _host_has_bf16_gpu() -> bool:
+    from transformers.utils import is_torch_bf16_gpu_available
+
+    return bool(is_torch_bf16_gpu_available())
+
+
+def _hf_values(args: dict[str, Any]) -> SimpleNamespace:
+    from transformers import TrainingArguments
+
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}
+    names = ("per_device_train_batch_size", "gradient_accumulation_steps", "max_grad_norm", "learning_rate",
+             "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "save_on_each_node",
+             "fp16", "fp16_full_eval", "bf16", "bf16_full_eval")
+    return SimpleNamespace(**{n: args.get(n, defaults.get(n)) for n in names})
+
+
+def _key_in(message: str, keys) -> str:
+    for key in sorted(keys, key=len, reverse=True):
+        if f"`{key}`" in message or f" {key} " in f" {message} ":
+            return key
+    return ""
+
+
+def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
+    lf_parser, hf_parser = _parser()
+    fields = _known_fields(lf_parser)
+    actions = hf_parser._option_string_actions
+    problems: list[Problem] = []
+    notes: list[Problem] = []
+    bad: set[str] = set()
+
+    for key, value in args.items():
+        if key not in fields:
+            bad.add(key)
+            problems.append(Problem(file, key, "unknown to LLaMA-Factory",
+                                    KNOWN_WRONG.get(key) or did_you_mean(key, fields)))
+            continue
+        action = actions.get(f"--{key}")
+        problem = _value_problem(action, key, value, file) if action is not None and value is not None else None
+        if problem:
+            bad.add(key)
+            problems.append(problem)
+
+    if "template" in args and "template" not in bad and str(args["template"]) not in _templates():
+        bad.add("template")
+        problems.append(Problem(file, "template", f"LLaMA-Factory has no template `{args['template']}`",
+                                did_you_mean(str(args["template"]), _templates())))
+
+    # Cross-field checks, on what passed. Judged for the target, not this host, where they differ.
+    trial = {k: v for k, v in args.items() if k not in bad}
+    if trial.pop("deepspeed", None) is not None:
+        notes.append(Problem(file, "deepspeed", "checked by DeepSpeed's own config model (LLaMA-Factory only "
+                                                "accepts it under torchrun)", severity="note"))
+    target_gpu = arch is not None and arch.is_gpu
+    if target_gpu and not _host_has_bf16_gpu():
+        for key in ("bf16", "fp16", "pure_bf16"):
+            if trial.get(key):
+                trial[key] = False
+                notes.append(Problem(file, key, f"host-dependent check judged for {arch.name} "
+                                                f"({'supports' if arch.bf16 or key == 'fp16' else 'lacks'} it), not this host",
+                                     severity="note"))
+    try:
+        with _quiet():
+            lf_parser.get_train_args(trial)
+    except SystemExit as exc:
+        problems.append(Problem(file, "", f"LLaMA-Factory's parser exited ({exc.code})"))
+    except Exception as exc:  # LLaMA-Factory raises ValueError for its cross-field checks
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        problems.append(Problem(file, _key_in(message, trial), message))
+    return LFCheck(problems, notes, _hf_values(args))
