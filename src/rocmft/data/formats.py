@@ -173,17 +173,67 @@ class _Chat:
 
     def check(self, obj: dict, columns: Columns, line: int, seen: set) -> tuple[int, int]:
         turns = obj[self.key]
-        if type(turns) is not list:
-            raise BadRow("wrong_type", f"`{self.key}` must be a list of turns, got {_a(_type_name(turns))}")
-        if not turns:
-            raise BadRow("empty_content", f"`{self.key}` has no turns")
+        if type(turns) is not list or not turns:
+            self._explain(turns)
         role_key, content_key, user, assistant = self.role_key, self.content_key, self.user, self.assistant
         chars = 0
         expect_user = True
-        count = 0
+        extras = False
+        # The good path only: any turn that is not plainly right sends the row to _explain, which walks
+        # it again slowly and names the first fault with its turn number.
+        for turn in turns:
+            if type(turn) is not dict:
+                self._explain(turns)
+            content = turn.get(content_key)
+            if type(content) is not str or not content or content.isspace():
+                self._explain(turns)
+            chars += len(content)
+            if len(turn) > 2:
+                extras = True
+            role = turn.get(role_key)
+            if expect_user:
+                if role in user:
+                    expect_user = False
+                    continue
+            elif role in assistant:
+                expect_user = True
+                continue
+            if role != self.system or turn is not turns[0]:
+                self._explain(turns)
+        if not expect_user:
+            self._explain(turns)
+        count = len(turns) - (turns[0].get(role_key) == self.system)
+        if not count:
+            self._explain(turns)
+        if extras:
+            for turn in turns:
+                if len(turn) > 2:
+                    for key in turn:
+                        if key not in self.turn_keys:
+                            columns.check(f"{self.key}[].", key, turn[key], line)
+        if len(obj) > 1:
+            system = obj.get("system")
+            if system is not None:
+                chars += _text(system, "`system`")
+                seen.add("system")
+            for key in obj:
+                if key not in self.row_keys:
+                    columns.check("", key, obj[key], line)
+        return count, chars
+
+    def _explain(self, turns: Any) -> None:
+        """Raise BadRow for the first fault of a row the fast loop did not accept."""
+        key, role_key, content_key = self.key, self.role_key, self.content_key
+        if type(turns) is not list:
+            if turns is None:
+                raise BadRow("missing_field", f"`{key}` is null")
+            raise BadRow("wrong_type", f"`{key}` must be a list of turns, got {_a(_type_name(turns))}")
+        if not turns:
+            raise BadRow("empty_content", f"`{key}` has no turns")
+        expect_user = True
         for i, turn in enumerate(turns, 1):
             if type(turn) is not dict:
-                raise BadRow("wrong_type", f"turn {i} must be an object with `{role_key}` and `{content_key}`")
+                raise BadRow("wrong_type", f"turn {i} must be an object with `{role_key}` and `{content_key}`, got {_a(_type_name(turn))}")
             role = turn.get(role_key)
             content = turn.get(content_key)
             if role is None or content is None:
@@ -194,47 +244,27 @@ class _Chat:
                 elif self.name == "messages" and "from" in turn:
                     hint = " (from/value turns are the sharegpt format: name the list `conversations`)"
                 raise BadRow("missing_field", f"turn {i} has no `{missing}`{hint}")
-            if type(content) is not str:
-                raise BadRow("wrong_type", f"turn {i} `{content_key}` must be a string, got {_a(_type_name(content))}")
-            if not content or content.isspace():
-                raise BadRow("empty_content", f"turn {i} ({role}) is empty")
-            chars += len(content)
-            if len(turn) > 2:
-                for key in turn:
-                    if key not in self.turn_keys:
-                        columns.check(f"{self.key}[].", key, turn[key], line)
-            if expect_user:
-                if role in user:
-                    expect_user = False
-                    count += 1
-                    continue
-            elif role in assistant:
-                expect_user = True
-                count += 1
-                continue
-            if role == self.system and i == 1:
-                continue
             if type(role) is not str:
                 raise BadRow("wrong_type", f"turn {i} `{role_key}` must be a string, got {_a(_type_name(role))}")
+            if type(content) is not str:
+                raise BadRow("wrong_type", f"turn {i} `{content_key}` must be a string, got {_a(_type_name(content))}")
             if role not in self.roles:
                 raise BadRow("unknown_role", f"turn {i} has {role_key} `{role}`; {self.hint}")
+            if not content or content.isspace():
+                raise BadRow("empty_content", f"turn {i} ({role}) is empty")
             if role == self.system:
+                if i == 1:
+                    continue
                 raise BadRow("bad_turn_order", f"turn {i} is `{role}`: a system turn may only come first")
-            want = "/".join(user if expect_user else assistant)
-            raise BadRow("bad_turn_order", f"turn {i} is `{role}`, expected `{want}`")
-        if count == 0:
+            if (role in self.user) != expect_user:
+                want = "/".join(self.user if expect_user else self.assistant)
+                raise BadRow("bad_turn_order", f"turn {i} is `{role}`, expected `{want}`")
+            expect_user = not expect_user
+        if len(turns) == 1 and turns[0].get(role_key) == self.system:
             raise BadRow("empty_content", "only a system turn: no user or assistant turns")
         if not expect_user:
             raise BadRow("last_turn_not_assistant", f"the last turn (turn {len(turns)}) is `{turns[-1][role_key]}`, not the assistant's")
-        system = obj.get("system")
-        if system is not None:
-            chars += _text(system, "`system`")
-            seen.add("system")
-        if len(obj) > 1:
-            for key in obj:
-                if key not in self.row_keys:
-                    columns.check("", key, obj[key], line)
-        return count, chars
+        raise BadRow("bad_turn_order", "turns do not alternate user/assistant")  # not reached: the fast loop agrees
 
     def turns(self, obj: dict) -> tuple[str | None, list[tuple[str, str]]]:
         system = obj.get("system") or None

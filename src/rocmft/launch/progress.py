@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 _STEP = re.compile(r"(\d+)/(\d+) \[")
 _DICT = re.compile(r"\{'loss': [^}]*\}")
-_RANK_FAIL = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*host\s*:\s*(\S+)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
 @dataclass
@@ -61,17 +60,32 @@ class ProgressParser:
 
 
 def failed_ranks(log_text: str) -> list[str]:
-    """torchrun's failure summary -> 'rank 1 (local_rank 1) on host: exit code -9 (killed by SIGKILL)'."""
+    """torchrun's failure summary -> 'rank 1 (local_rank 1) on host: exit code -9 (killed by SIGKILL), root cause'.
+
+    The root cause (the first rank to fail) comes first; the others were usually stopped because of it.
+    """
     import signal
 
+    summary = log_text[log_text.rfind("Failures:"):] if "Failures:" in log_text else log_text
+    root_at = summary.find("Root Cause")
     out = []
-    for rank, local, host, code in _RANK_FAIL.findall(log_text):
-        code_i = int(code)
+    for block in re.finditer(r"\[\d+\]:\n((?:\s+\w[\w ]*:.*\n?)+)", summary):
+        fields = dict(re.findall(r"^\s+(\w[\w ]*?)\s*:\s*(.*)$", block.group(1), re.M))
+        rank = re.match(r"(\d+) \(local_rank: (\d+)\)", fields.get("rank", ""))
+        code = re.match(r"(-?\d+)", fields.get("exitcode", ""))
+        if not rank or not code:
+            continue
+        code_i = int(code.group(1))
         what = f"exit code {code_i}"
         if code_i < 0:
             try:
                 what += f" (killed by {signal.Signals(-code_i).name})"
             except ValueError:
                 pass
-        out.append(f"rank {rank} (local_rank {local}) on {host}: {what}")
+        is_root = root_at != -1 and block.start() > root_at
+        line = f"rank {rank.group(1)} (local_rank {rank.group(2)}) on {fields.get('host', '?')}: {what}"
+        if is_root:
+            out.insert(0, line + ", root cause")
+        elif not any(o.startswith(line) for o in out):
+            out.append(line)
     return out

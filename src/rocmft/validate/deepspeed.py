@@ -161,7 +161,7 @@ def check(cfg: Any, file: str, train_args: Any = None, world_size: int = 1) -> l
     # The HF integration fills `auto` before DeepSpeed ever sees the config: do the same.
     filled, mismatches = fill_auto(filled, train_args, world_size)
     for line in [] if alone else mismatches:
-        match = re.match(r"- ds (\S+)=(.*) vs hf (\S+)=(.*)", line)
+        match = re.match(r"- ds (\S+)=(.*) vs hf (.+?)=(.*)", line)
         if match:
             ds_key, ds_val, hf_key, hf_val = match.groups()
             problems.append(Problem(file, ds_key, f"{ds_val} here but the train YAML has {hf_key}={hf_val} (a run-time crash in the HF integration)",

@@ -1,0 +1,23 @@
+# Images: one Dockerfile (docker/Dockerfile), one image per arch of docker/arches.yaml.
+#   make image ARCH=gfx942                 build rocmft:<version>-gfx942 and rocmft:gfx942
+#   make image ARCH=gfx942 DRY_RUN=1       print the build plan (build args, tags, labels)
+#   make wheelhouse ARCH=cpu && make image ARCH=cpu OFFLINE=1    air-gapped: no network in the build
+OFFLINE    ?=
+DRY_RUN    ?=
+FLASH_ATTN ?=
+NO_CACHE   ?=
+IMAGE_REF  ?=
+
+is_set = $(filter 1 yes true,$(1))
+IMAGE_FLAGS = $(if $(call is_set,$(OFFLINE)),--offline) $(if $(call is_set,$(DRY_RUN)),--dry-run) \
+              $(call opt,--flash-attn,$(FLASH_ATTN)) $(if $(call is_set,$(NO_CACHE)),--no-cache)
+
+.PHONY: image image-info wheelhouse
+image: setup ## build the training image for ARCH (OFFLINE=1: wheelhouse only, no network; DRY_RUN=1: print the plan)
+	@$(ROCMFT) image $(ARCH) $(IMAGE_FLAGS)
+
+image-info: setup ## print what the image of ARCH holds (versions, kernels, commit) from its labels
+	@$(ROCMFT) image-info $(ARCH) $(call opt,--image,$(IMAGE_REF))
+
+wheelhouse: setup ## download every wheel the image of ARCH needs into wheelhouse/<arch>/ (for OFFLINE=1)
+	@$(ROCMFT) wheelhouse $(ARCH) $(call opt,--flash-attn,$(FLASH_ATTN)) $(if $(call is_set,$(DRY_RUN)),--dry-run)

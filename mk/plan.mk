@@ -1,0 +1,9 @@
+# Planner: GPU memory per GPU, verdict, suggestions and expected throughput, without a GPU (docs/plan.md).
+STEPS ?=
+
+.PHONY: plan plan-all
+plan: setup ## memory per GPU, fits/tight/does not fit, suggestions, tokens/s and time (RECIPE=, SET=, ARCH=, NODES=, STEPS=)
+	@$(ROCMFT) plan $(RECIPE) --set '$(SET)' $(call opt,--arch,$(ARCH)) $(call opt,--nodes,$(NODES)) $(call opt,--steps,$(STEPS))
+
+plan-all: setup ## a table of every shipped recipe: GiB per GPU against capacity, verdict, tokens/s/GPU
+	@$(ROCMFT) plan-all

@@ -1,0 +1,24 @@
+# Training: the demo, train, export, the tiny model, and the tests.
+.PHONY: demo train export tiny-model test test-unit test-train
+MULTINODE_FLAGS ?=
+
+tiny-model: setup ## build the tiny test model offline into models/tiny-llama (no hub)
+	@$(PY) scripts/make_tiny_model.py
+
+demo: setup tiny-model ## the embedded default: train the tiny model on CPU and print the adapter and loss plot
+	@$(ROCMFT) train tiny-cpu --runtime local --set '$(SET)' $(call opt,--run-name,$(RUN_NAME))
+
+train: setup ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, SET=, FORCE=1)
+	@$(ROCMFT) train $(RECIPE) --set '$(SET)' $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
+
+export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged
+	@$(ROCMFT) export $(if $(RUN),$(RUN),last)
+
+test: setup tiny-model ## run every test: unit first, then the real CPU trainings (-m train); docker/slurm ones when their services are up
+	@$(PY) -m pytest -q
+
+test-unit: setup ## the fast unit tests only
+	@$(PY) -m pytest -q tests/unit
+
+test-train: setup tiny-model ## only the real CPU training runs (pytest -m train)
+	@$(PY) -m pytest -q -m train tests

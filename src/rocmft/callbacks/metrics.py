@@ -1,0 +1,240 @@
+"""Measures a run from inside every training process and leaves `<run dir>/metrics.json` (what `make bench` reads).
+
+Registered by rocmft.worker only when ROCMFT_METRICS is set, so ordinary training never imports it.
+
+What is measured, and how:
+- Step time: the wall-clock period of each optimizer step, from the end of the previous step to the end of
+  this one (the first step: from its on_step_begin). That period holds everything one step costs: fetching
+  the micro-batches, forward/backward, the optimizer, logging. On a GPU the callback synchronizes the device
+  at each step boundary, so queued kernels are counted in the step that launched them. The compute part
+  alone (on_step_begin -> on_step_end) is kept too, as `compute_s`.
+- Warmup: the first WARMUP_STEPS (2; fewer when the run is shorter, always leaving one measured step) are
+  left out of every rate and percentile: they hold allocator growth, kernel selection and the first
+  ZeRO-3 gathers, which later steps do not pay.
+- Tokens: the Trainer's own count, `state.num_input_tokens_seen`, which this callback switches on at
+  on_train_begin (`args.include_num_input_tokens_seen = "non_padding"`, or ROCMFT_METRICS_TOKENS=all): the
+  attention-mask sum of every micro-batch, gathered over all ranks by the Trainer. Padding is excluded;
+  prompt tokens are included (they cost the same FLOPs). It is set here rather than in train.yaml because
+  transformers' command-line parser (and so rocmft's validation, which uses it) only takes true/false for
+  that field, while the Trainer itself takes "non_padding". With `neat_packing` the attention mask holds
+  segment ids (or a 4-D float mask), so the bench asks for "all" there: packed sequences carry almost no
+  padding.
+- Peak memory: torch.cuda.max_memory_allocated / max_memory_reserved on a GPU (HIP on ROCm), the peak RSS
+  of the process (getrusage) on CPU; the maximum over ranks (an all_reduce MAX when torch.distributed
+  is initialized).
+- What ran: the device name and count, and the versions of the stack as the training process sees them
+  (inside the container on RUNTIME=docker, which is what a bench row must record).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from transformers import TrainerCallback
+
+WARMUP_STEPS = 2
+TOKEN_MODES = ("non_padding", "all")
+SCHEMA = 1
+GIB = 1024 ** 3
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); None for no values."""
+    data = sorted(float(v) for v in values)
+    if not data:
+        return None
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} outside [0, 100]")
+    pos = (len(data) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def warmup_for(max_steps: int, wanted: int = WARMUP_STEPS) -> int:
+    """Steps left out at the start: `wanted`, but always at least one measured step."""
+    if max_steps <= 0:
+        return wanted
+    return max(0, min(wanted, max_steps - 1))
+
+
+def summarize(steps: list[dict[str, float]], warmup: int, world_size: int, tokens_at_begin: int = 0) -> dict[str, Any]:
+    """Rates and percentiles over the steps after warmup.
+
+    `steps`: one dict per optimizer step, in order, with `period_s` (end of previous step -> end of this
+    one), `compute_s` and `tokens_seen` (the Trainer's cumulative, all-rank count after this step);
+    `tokens_at_begin`: that count when training began (non-zero on a resumed run).
+    """
+    measured = steps[warmup:]
+    out: dict[str, Any] = {"warmup_steps": min(warmup, len(steps)), "measured_steps": len(measured)}
+    if not measured:
+        return out
+    periods = [s["period_s"] for s in measured]
+    out["step_time_p50_s"] = percentile(periods, 50)
+    out["step_time_p90_s"] = percentile(periods, 90)
+    out["step_time_mean_s"] = sum(periods) / len(periods)
+    out["compute_time_p50_s"] = percentile([s["compute_s"] for s in measured], 50)
+    before = steps[warmup - 1]["tokens_seen"] if warmup > 0 else tokens_at_begin
+    tokens = measured[-1]["tokens_seen"] - before
+    elapsed = sum(periods)
+    out["measured_tokens"] = int(tokens)
+    out["measured_time_s"] = elapsed
+    if tokens > 0 and elapsed > 0:
+        out["tokens_per_s"] = tokens / elapsed
+        out["tokens_per_s_per_gpu"] = tokens / elapsed / max(1, world_size)
+    return out
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {"python": ".".join(map(str, sys.version_info[:3]))}
+    for dist in ("torch", "llamafactory", "transformers", "deepspeed", "peft", "accelerate"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        import torch
+
+        if getattr(torch.version, "hip", None):
+            found["rocm"] = str(torch.version.hip)  # the HIP runtime torch was built against
+    except Exception:
+        pass
+    rocm_file = Path(os.environ.get("ROCM_PATH", "/opt/rocm")) / ".info" / "version"
+    if rocm_file.is_file():
+        found["rocm_installed"] = rocm_file.read_text().strip()
+    return found
+
+
+class MetricsCallback(TrainerCallback):
+    def __init__(self, run_dir: Path | str, warmup_steps: int | None = None):
+        self.run_dir = Path(run_dir)
+        env_warmup = os.environ.get("ROCMFT_METRICS_WARMUP")
+        self.wanted_warmup = warmup_steps if warmup_steps is not None else int(env_warmup) if env_warmup else WARMUP_STEPS
+        self.steps: list[dict[str, float]] = []
+        self._begin: float | None = None
+        self._last_end: float | None = None
+        self._train_begin: float | None = None
+        self._cuda = False
+        self._tokens_at_begin = 0
+        self.tokens_mode = os.environ.get("ROCMFT_METRICS_TOKENS", "non_padding")
+        if self.tokens_mode not in TOKEN_MODES:
+            raise ValueError(f"ROCMFT_METRICS_TOKENS={self.tokens_mode!r}: one of {', '.join(TOKEN_MODES)}")
+
+    # ------------------------------------------------------------ device helpers
+    def _sync(self) -> None:
+        if self._cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _local_memory(self) -> tuple[float, float, float]:
+        """(allocated, reserved, rss) peaks of this process in bytes; GPU ones are 0 on CPU."""
+        import resource
+
+        rss = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+        if not self._cuda:
+            return 0.0, 0.0, rss
+        import torch
+
+        return float(torch.cuda.max_memory_allocated()), float(torch.cuda.max_memory_reserved()), rss
+
+    def _max_over_ranks(self, values: list[float]) -> tuple[list[float], str]:
+        try:
+            import torch
+            import torch.distributed as dist
+
+            if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+                return values, "this process"
+            device = "cpu"
+            if dist.get_backend() == "nccl" and torch.cuda.is_available():
+                device = f"cuda:{torch.cuda.current_device()}"
+            tensor = torch.tensor(values, dtype=torch.float64, device=device)
+            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+            return [float(v) for v in tensor.cpu().tolist()], f"max over {dist.get_world_size()} ranks"
+        except Exception as exc:  # a failed collective must not fail the run; the row says what it holds
+            return values, f"rank 0 only ({type(exc).__name__}: {exc})"
+
+    # ------------------------------------------------------------ Trainer events
+    def on_train_begin(self, args, state, control, **kwargs):
+        args.include_num_input_tokens_seen = self.tokens_mode  # read by the Trainer at every micro-batch
+        self._tokens_at_begin = int(state.num_input_tokens_seen or 0)
+        try:
+            import torch
+
+            self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        except Exception:
+            self._cuda = False
+        self._sync()
+        self._train_begin = time.perf_counter()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._sync()
+        self._begin = time.perf_counter()
+        if self._last_end is None:
+            self._last_end = self._begin
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._sync()
+        now = time.perf_counter()
+        begin = self._begin if self._begin is not None else now
+        start = self._last_end if self._last_end is not None else begin
+        self.steps.append({"step": state.global_step, "period_s": now - start, "compute_s": now - begin,
+                           "tokens_seen": int(state.num_input_tokens_seen or 0)})
+        self._last_end = now
+        self._begin = None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        allocated, reserved, rss = self._local_memory()
+        (allocated, reserved, rss), scope = self._max_over_ranks([allocated, reserved, rss])
+        if not state.is_world_process_zero:
+            return
+        world = int(getattr(args, "world_size", 1) or 1)
+        warmup = warmup_for(int(state.max_steps or 0), self.wanted_warmup)
+        mode = str(getattr(args, "include_num_input_tokens_seen", "no"))
+        data: dict[str, Any] = {
+            "schema": SCHEMA,
+            "written": time.time(),
+            "host": socket.gethostname(),
+            "world_size": world,
+            "device": self._device(),
+            "device_count": world,
+            "versions": _versions(),
+            "max_steps": int(state.max_steps or 0),
+            "global_step": int(state.global_step),
+            "micro_batch": int(args.per_device_train_batch_size),
+            "grad_accum": int(args.gradient_accumulation_steps),
+            "tokens_mode": mode,
+            "tokens_seen": int(state.num_input_tokens_seen or 0),
+            "train_time_s": (time.perf_counter() - self._train_begin) if self._train_begin else None,
+            "peak_memory": {
+                "kind": "gpu" if self._cuda else "rss",
+                "allocated_gib": allocated / GIB if self._cuda else None,
+                "reserved_gib": reserved / GIB if self._cuda else None,
+                "rss_gib": rss / GIB,
+                "scope": scope,
+            },
+            "steps": self.steps,
+            **summarize(self.steps, warmup, world, self._tokens_at_begin),
+        }
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.run_dir / "metrics.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, self.run_dir / "metrics.json")
+
+    def _device(self) -> str:
+        if self._cuda:
+            try:
+                import torch
+
+                return torch.cuda.get_device_name(torch.cuda.current_device())
+            except Exception:
+                return "gpu"
+        return "cpu"

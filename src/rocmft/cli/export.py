@@ -1,0 +1,60 @@
+"""`rocmft export RUN`: merge a run's LoRA adapter into its base model with `llamafactory-cli export`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .. import paths, runs
+from ..problems import Problem, ProblemReport
+
+HELP = "merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run", nargs="?", default="last", help="run dir or name, or `last`")
+
+
+def export_config(train: dict, run_path: str) -> dict:
+    """The export YAML: same model, template and dtype as training, adapter from the run, merged into the run dir."""
+    return {
+        "model_name_or_path": train["model_name_or_path"],
+        "adapter_name_or_path": f"{run_path}/output",
+        "template": train.get("template", "default"),
+        "finetuning_type": "lora",
+        "trust_remote_code": bool(train.get("trust_remote_code", False)),
+        "export_dir": f"{run_path}/merged",
+        "export_size": 5,
+        "export_device": "cpu",  # merging needs no GPU; it works the same on a laptop
+        "export_legacy_format": False,
+    }
+
+
+def run(args) -> int:
+    run_dir = runs.find(args.run)
+    run_path = runs.relative(run_dir)
+    train = yaml.safe_load((run_dir / "train.yaml").read_text())
+    if train.get("finetuning_type", "lora") != "lora":
+        raise ProblemReport([Problem("", "RUN", f"{run_path} is a {train.get('finetuning_type')} fine-tune: "
+                                     f"{run_path}/output already holds the full model, there is nothing to merge")])
+    if not (run_dir / "output" / "adapter_model.safetensors").is_file():
+        raise ProblemReport([Problem("", "RUN", f"{run_path}/output has no adapter (did the run finish?)", "see `make runs`")])
+    if (run_dir / "merged").exists():
+        raise ProblemReport([Problem("", "RUN", f"{run_path}/merged exists: not overwritten", "delete it to export again")])
+    config = run_dir / "export.yaml"
+    config.write_text(yaml.safe_dump(export_config(train, run_path), sort_keys=False))
+    cli = Path(sys.executable).with_name("llamafactory-cli")
+    print(f"[rocmft] {cli.name} export {run_path}/export.yaml", flush=True)
+    with open(run_dir / "export.log", "ab") as log:
+        proc = subprocess.run([str(cli), "export", f"{run_path}/export.yaml"], cwd=paths.root(),
+                              stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = (run_dir / "export.log").read_text(errors="replace").splitlines()[-15:]
+        print("\n".join(tail), file=sys.stderr)
+        print(f"[rocmft] export FAILED (exit code {proc.returncode}): {run_path}/export.log", file=sys.stderr)
+        return proc.returncode
+    print(f"[rocmft] merged model: {run_path}/merged", flush=True)
+    return 0

@@ -1,0 +1,41 @@
+"""`rocmft plan-all`: one line per shipped recipe: hardware, method, memory per GPU, verdict, tokens/s/GPU."""
+
+from __future__ import annotations
+
+from .. import recipes
+from ..problems import ProblemReport
+
+NAME = "plan-all"
+HELP = "a table of every shipped recipe: GiB per GPU against capacity, verdict, expected tokens/s/GPU"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--check", action="store_true", help="exit 1 when any recipe does not fit")
+
+
+def run(args) -> int:
+    from .. import plan as planner
+    from ..plan import report
+
+    rows, notes, failed = [], [], False
+    for name in recipes.available():
+        try:
+            recipe = recipes.load(name)
+        except ProblemReport as exc:
+            rows.append((name, "?", "?", "?", "?", "invalid recipe", "?"))
+            notes += [f"{name}: {p.line()}" for p in exc.errors]
+            continue
+        result = planner.check(recipe)
+        rows.append(report.table_row(result))
+        if result.memory is None:
+            notes += [f"{name}: {p.line()}" for p in result.problems if p.severity == "error"]
+        elif result.verdict in ("tight", "does not fit") and result.suggestions:
+            notes.append(f"{name}: {result.verdict}; {result.suggestions[0].line()}")
+        failed = failed or not result.fits
+    print(report.table(rows))
+    print("\nGiB/GPU: peak estimate against the arch's GPU memory (fits < 90% <= tight <= 100% < does not fit); "
+          "tokens/s/GPU: 25-45% utilisation of the dense peak unless a recipe sets plan.mfu. "
+          "Details: make plan RECIPE=<name>")
+    for note in notes:
+        print(f"  {note}")
+    return 1 if args.check and failed else 0

@@ -1,0 +1,86 @@
+"""`rocmft runs`: every run with its status, final loss and duration; containers a crashed launcher left."""
+
+from __future__ import annotations
+
+NAME = "runs"
+HELP = "list the runs (status, final loss, duration) and containers left by a crashed launcher"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--last", type=int, default=0, help="only the newest N runs")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _containers():
+    """(left behind, run -> active container, note) from the daemon, when one is configured."""
+    import socket
+
+    from ..launch import docker as rt
+
+    if not rt.daemon_configured():
+        return [], {}, ""
+    try:
+        client = rt.connect(timeout=10)
+        found = [(c.name, c.status, c.labels or {}) for c in
+                 client.containers.list(all=True, filters={"label": rt.RUN_LABEL})]
+    except Exception as exc:  # noqa: BLE001 - the runs table is shown without it
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return [], {}, f"could not ask Docker for leftover containers: {first}"
+    left, active = rt.leftovers(found, socket.gethostname(), rt.pid_alive)
+    return left, active, ""
+
+
+def run(args) -> int:
+    from .. import runs
+
+    infos = runs.all_runs()
+    if args.last:
+        infos = infos[-args.last:]
+    left, active, note = _containers()
+    left_by_run = {c.run: c for c in left}
+    rows = [("RUN", "RECIPE", "STATUS", "LOSS", "TIME", "STARTED (UTC)", "NOTE")]
+    for info in infos:
+        status = runs.read_status(info.path)
+        state = info.state.upper() if info.state in ("diverged", "failed") else info.state
+        path = str(info.path.resolve())
+        extra = []
+        if info.state == "diverged":
+            extra.append(f"{status.get('cause', '?')}; last good: {status.get('last_good_checkpoint') or 'none'}")
+        elif info.state == "failed" and info.exit_code is not None:
+            extra.append(f"exit {info.exit_code}")
+        elif info.state == "interrupted" and status.get("signal"):
+            extra.append(status["signal"])
+        elif info.state == "interrupted" and status.get("state") == "running":
+            extra.append("launcher gone")
+        if path in active:
+            extra.append(f"in container {active[path]}")
+        if path in left_by_run:
+            c = left_by_run[path]
+            extra.append(f"container {c.name} {c.status}, launcher gone: {c.fix}")
+        loss = f"{info.final_loss:.4f}" if info.final_loss is not None else "-"
+        rows.append((info.path.name, info.recipe, state, loss, _duration(info.duration_s), runs.utc_iso(info.started),
+                     "; ".join(extra)))
+    if len(rows) == 1:
+        print("no runs yet: `make demo` trains the tiny model, `make train RECIPE=...` a recipe")
+    else:
+        widths = [max(len(r[i]) for r in rows) for i in range(6)]
+        for r in rows:
+            print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:6])) + ("  " + r[6] if r[6] else ""))
+    if left:
+        print()
+        print("Containers left by a crashed launcher (remove them; a running one still holds its GPUs):")
+        for c in left:
+            print(f"  {c.name}  {c.status}  run {c.run}  ({c.launcher}: {c.why})")
+            print(f"    {c.fix}")
+    if note:
+        print(f"note: {note}")
+    return 0

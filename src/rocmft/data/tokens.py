@@ -1,0 +1,53 @@
+"""Token lengths as training will see them (TOKENIZER=<model dir>): imported only when asked for.
+
+With LLaMA-Factory installed and the recipe naming a `template`, a row is encoded by that template
+exactly as LLaMA-Factory's supervised preprocessing does before it truncates to `cutoff_len`, so
+"exceeds cutoff_len" here means "will be truncated". Without it, the turns are joined with newlines
+and tokenized as plain text (a lower bound: the chat markup is not counted).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..problems import Problem, ProblemReport
+
+
+class TokenCounter:
+    def __init__(self, tokenizer_dir: str, template: str | None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        if not Path(tokenizer_dir).is_dir():
+            raise ProblemReport([Problem("", "TOKENIZER", f"`{tokenizer_dir}` is not a folder",
+                                         "give the model (or tokenizer) folder, e.g. TOKENIZER=models/tiny-llama")])
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ProblemReport([Problem("", "TOKENIZER", "needs the training stack (transformers)", "run `make setup` first")]) from None
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        except Exception as exc:  # noqa: BLE001 - any failure here is the user's folder
+            raise ProblemReport([Problem("", "TOKENIZER", f"cannot load a tokenizer from `{tokenizer_dir}`: {exc}".splitlines()[0])]) from None
+        self.template = None
+        self.how = "plain text (turns joined; chat markup not counted)"
+        if template:
+            try:
+                from llamafactory.data.template import get_template_and_fix_tokenizer
+                from llamafactory.hparams import DataArguments
+            except ImportError:
+                pass
+            else:
+                import logging
+
+                logging.getLogger("llamafactory").setLevel(logging.ERROR)
+                self.template = get_template_and_fix_tokenizer(self.tokenizer, DataArguments(template=template))
+                self.how = f"LLaMA-Factory template `{template}`"
+
+    def count(self, system: str | None, turns: list[tuple[str, str]]) -> int:
+        if self.template is not None:
+            messages = [{"role": role, "content": content} for role, content in turns]
+            pairs = self.template.encode_multiturn(self.tokenizer, messages, system, None)
+            return sum(len(a) + len(b) for a, b in pairs) + (1 if self.template.efficient_eos else 0)
+        text = "\n".join(([system] if system else []) + [content for _, content in turns])
+        return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])

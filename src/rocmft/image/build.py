@@ -1,0 +1,189 @@
+"""Run a BuildPlan through the Docker SDK (legacy builder: no BuildKit in the SDK), streaming the output
+with a per-step progress display into a log, then tag the image and print a one-screen summary."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Iterable
+
+from ..problems import Problem, ProblemReport
+from . import context as build_context
+from .plan import BuildPlan
+
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+# Metadata-only steps: instant, and not worth a line each unless --verbose.
+_QUIET = ("ARG ", "ENV ", "SHELL ", "LABEL ", "WORKDIR ", "ENTRYPOINT ", "CMD ")
+_NOT_FOUND = re.compile(r"No matching distribution found for ([^\s]+)")
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    image_id: str = ""
+    seconds: float = 0.0
+    steps: int = 0
+    cached: int = 0
+    error: str = ""
+    failed_step: str = ""
+    log: str = ""
+    tail: list[str] = field(default_factory=list)
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{int(s // 60)}m {int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
+
+
+class StepDisplay:
+    """One line per Dockerfile step (`[ 3/25] RUN ...`), its time and whether it was cached. On a terminal
+    a spinner line also shows the running step's latest output; in CI the output stays in the log."""
+
+    def __init__(self, out: IO[str], verbose: bool = False):
+        self.out = out
+        self.verbose = verbose
+        self.tty = hasattr(out, "isatty") and out.isatty()
+        self.current: tuple[int, int, str] | None = None
+        self.started = 0.0
+        self.cached = False
+        self.status = None
+        if self.tty:
+            from rich.console import Console
+
+            self.console = Console(file=out)
+            self.status = self.console.status("starting the build")
+            self.status.start()
+
+    def _finish(self) -> None:
+        if not self.current:
+            return
+        n, total, text = self.current
+        took = time.monotonic() - self.started
+        self.current = None
+        if text.startswith(_QUIET) and took < 2 and not self.verbose:
+            return
+        how = "cached" if self.cached else _fmt_seconds(took)
+        line = f"[{n:>2}/{total}] {text[:88]:<88} {how:>8}"
+        if self.status:
+            self.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=self.out, flush=True)
+
+    def step(self, n: int, total: int, text: str) -> None:
+        self._finish()
+        self.current, self.started, self.cached = (n, total, text), time.monotonic(), False
+        if self.status:
+            self.status.update(f"[{n}/{total}] {text[:70]}")
+
+    def output(self, line: str) -> None:
+        if line.strip() == "---> Using cache":
+            self.cached = True
+        if self.verbose and not self.status:
+            print(f"        {line}", file=self.out, flush=True)
+        elif self.status and self.current and line.strip():
+            n, total, text = self.current
+            self.status.update(f"[{n}/{total}] {text[:50]}  [dim]{line.strip()[:70]}[/dim]")
+
+    def close(self) -> None:
+        self._finish()
+        if self.status:
+            self.status.stop()
+
+
+def consume(events: Iterable[dict], display: StepDisplay, log: IO[str]) -> BuildResult:
+    """Fold the daemon's JSON events into a BuildResult (pure apart from the display and the log)."""
+    result = BuildResult(ok=False)
+    started = time.monotonic()
+    pending = ""
+    tail: list[str] = []
+    step_text = ""
+    for event in events:
+        if "stream" in event:
+            pending += event["stream"]
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                log.write(line + "\n")
+                tail = (tail + [line])[-40:]
+                match = _STEP.match(line)
+                if match:
+                    result.steps = int(match.group(2))
+                    step_text = f"{match.group(1)}/{match.group(2)} {match.group(3)}"
+                    display.step(int(match.group(1)), int(match.group(2)), match.group(3))
+                else:
+                    if line.strip() == "---> Using cache":
+                        result.cached += 1
+                    display.output(line)
+        elif "status" in event:  # a pull by the daemon (online builds only), or other progress
+            log.write(f"{event.get('status')} {event.get('progress', '')}\n")
+        elif "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
+            result.image_id = event["aux"]["ID"]
+        elif "error" in event:
+            result.error = event["error"].strip()
+            log.write("ERROR: " + result.error + "\n")
+            tail = (tail + ["ERROR: " + result.error])[-40:]
+    if pending:
+        log.write(pending + "\n")
+    display.close()
+    result.seconds = time.monotonic() - started
+    result.tail = tail
+    result.ok = bool(result.image_id) and not result.error
+    result.failed_step = "" if result.ok else step_text
+    return result
+
+
+def run(client, plan: BuildPlan, *, log_path: Path, no_cache: bool = False, verbose: bool = False,
+        out: IO[str] = sys.stdout) -> BuildResult:
+    """Build, then tag with every tag of the plan. Never pulls: pull=False, and the caller checked the base."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    print(f"==> sending the build context ({build_context.describe(plan)})", file=out, flush=True)
+    with build_context.write(plan) as ctx, open(log_path, "w") as log:
+        events = client.api.build(
+            fileobj=ctx,
+            custom_context=True,
+            dockerfile=plan.dockerfile,
+            tag=plan.tags[0],
+            buildargs=dict(plan.buildargs),
+            network_mode=plan.network_mode,
+            target=plan.target,
+            pull=False,
+            rm=True,
+            forcerm=True,
+            nocache=no_cache,
+            decode=True,
+        )
+        result = consume(events, StepDisplay(out, verbose), log)
+    result.log = str(log_path)
+    if result.ok:
+        image = client.images.get(result.image_id)
+        for tag in plan.tags:
+            repo, _, name = tag.rpartition(":")
+            image.tag(repo, name)
+    return result
+
+
+def failure_report(result: BuildResult, plan: BuildPlan, make_hint: str) -> ProblemReport:
+    text = "\n".join(result.tail)
+    missing = _NOT_FOUND.findall(text)
+    if missing:
+        return ProblemReport([Problem(plan.wheelhouse or "wheelhouse", name, "the build found no wheel for it",
+                                      f"run `{make_hint}` (full log: {result.log})") for name in missing])
+    return ProblemReport([Problem(plan.dockerfile, f"step {result.failed_step}" if result.failed_step else "",
+                                  result.error or "the build failed", f"full log: {result.log}")])
+
+
+def summary_lines(plan: BuildPlan, result: BuildResult, image) -> list[str]:
+    from .info import label_lines
+
+    size = (image.attrs.get("Size") or 0) / 1e9
+    return [
+        f"==> rocmft image for {plan.arch} built in {_fmt_seconds(result.seconds)} "
+        f"({result.cached} of {result.steps} steps cached)",
+        f"  tags      {', '.join(plan.tags)}",
+        f"  image     {result.image_id.split(':')[-1][:12]}  {size:.2f} GB",
+        f"  base      {plan.base_image}",
+        *label_lines(image),
+        f"  check it  docker run --rm {plan.tags[-1]}   (prints the self-check; ROCm images need --device=/dev/kfd --device=/dev/dri)",
+        f"  log       {result.log}",
+    ]

@@ -1,0 +1,76 @@
+"""Talking to Docker (SDK 7.x, imported lazily): connect with a useful message, find images by arch,
+check a base image is present without ever pulling it."""
+
+from __future__ import annotations
+
+import os
+
+from ..problems import Problem, ProblemReport
+from .plan import LABEL_PREFIX, tags
+
+START_DAEMON = ("start one: `sudo systemctl start docker`, or as root on a bare machine "
+                "`eval \"$(scripts/ci/dockerd-up.sh)\"` (sets DOCKER_HOST); or train without Docker: RUNTIME=local")
+
+
+def connect():
+    """A docker.DockerClient that answered a ping, or a ProblemReport saying how to get one."""
+    try:
+        import docker
+    except ImportError:  # pragma: no cover - the docker SDK is a dependency of the project
+        raise ProblemReport([Problem("", "docker", "the Docker SDK for Python is not installed", "make setup")])
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # DockerException, ConnectionError, PermissionError, ...
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if len(reason) > 160:
+            reason = reason[:160] + "..."
+        raise ProblemReport([Problem("", "DOCKER_HOST", f"no Docker daemon reachable at {where} ({reason})", START_DAEMON)])
+    return client
+
+
+def get_image(client, ref: str):
+    """The local image `ref`, or None. Never pulls (images.get only inspects)."""
+    from docker.errors import ImageNotFound, NotFound
+
+    try:
+        return client.images.get(ref)
+    except (ImageNotFound, NotFound):
+        return None
+
+
+def find_image(client, arch: str):
+    """The local rocmft image for `arch` (`rocmft:<version>-<arch>`, else the moving `rocmft:<arch>`), or None.
+    Callers that run it should still compare `image_arch(image)` with the arch they want."""
+    for tag in tags(arch):
+        image = get_image(client, tag)
+        if image is not None:
+            return image
+    return None
+
+
+def image_labels(image) -> dict[str, str]:
+    return dict((image.attrs.get("Config") or {}).get("Labels") or {})
+
+
+def image_arch(image) -> str | None:
+    """The arch an image was built for (its `ai.rocmft.arch` label), None for a non-rocmft image."""
+    return image_labels(image).get(LABEL_PREFIX + "arch")
+
+
+def require_base(client, base_image: str, *, offline: bool, arch: str) -> bool:
+    """True when the base image is local. Offline, a missing base is a problem (no pull, ever);
+    online it is only reported, and the daemon fetches it during the build's FROM."""
+    if get_image(client, base_image) is not None:
+        return True
+    if not offline:
+        return False
+    key = f"arches.{arch}.base_image" if arch == "cpu" else "defaults.base_image"
+    if arch == "cpu":
+        fix = "build it locally (no registry needed): scripts/ci/build-cpu-base.sh"
+    else:
+        fix = (f"load it first: `docker pull {base_image}` on a connected machine, `docker save` it, "
+               "`docker load` it here; or build without OFFLINE=1")
+    raise ProblemReport([Problem("docker/arches.yaml", key,
+                                 f"base image {base_image} is not present locally, and OFFLINE=1 never pulls", fix)])

@@ -1,0 +1,40 @@
+"""What an existing image holds, from its labels (`make image-info ARCH=...`)."""
+
+from __future__ import annotations
+
+from .plan import LABEL_PREFIX
+
+# The order people read them in; any other ai.rocmft.* label follows.
+_ORDER = ("arch", "pytorch_rocm_arch", "rocm", "python", "torch", "llamafactory", "deepspeed", "deepspeed_ops",
+          "flash_attn", "bitsandbytes", "selfcheck", "offline", "version", "commit")
+
+
+def rocmft_labels(labels: dict[str, str]) -> list[tuple[str, str]]:
+    ours = {k[len(LABEL_PREFIX):]: v for k, v in labels.items() if k.startswith(LABEL_PREFIX)}
+    keys = [k for k in _ORDER if k in ours] + sorted(k for k in ours if k not in _ORDER)
+    return [(k, ours[k]) for k in keys]
+
+
+def label_lines(image) -> list[str]:
+    labels = dict((image.attrs.get("Config") or {}).get("Labels") or {})
+    pairs = rocmft_labels(labels)
+    if not pairs:
+        return ["  labels    (none of rocmft's: not a rocmft image?)"]
+    width = max(len(k) for k, _ in pairs)
+    out = ["  holds"]
+    out += [f"    {k:<{width}}  {v if v != '' else '-'}" for k, v in pairs]
+    base = labels.get("org.opencontainers.image.base.name")
+    if base:
+        out.append(f"    {'base':<{width}}  {base}")
+    return out
+
+
+def info_lines(image) -> list[str]:
+    attrs = image.attrs
+    tags = ", ".join(image.tags) or "(untagged)"
+    size = (attrs.get("Size") or 0) / 1e9
+    return [
+        f"image     {tags}",
+        f"  id        {image.id.split(':')[-1][:12]}  {size:.2f} GB, created {attrs.get('Created', '?')[:19]}",
+        *label_lines(image),
+    ]

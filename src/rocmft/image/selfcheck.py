@@ -1,0 +1,167 @@
+"""The image's build-time self-check (no GPU needed), run by docker/Dockerfile as its last step.
+
+    python -m rocmft.image.selfcheck --arch cpu --torch-from wheels --torch 2.13.0 ... --write FILE
+    python -m rocmft.image.selfcheck --show FILE        # what the image's default command prints
+
+Checks: torch is the build the arch needs (ROCm: `torch.version.hip` set and the base image's version;
+cpu: neither CUDA nor HIP), no `nvidia-*` package is installed, LLaMA-Factory and DeepSpeed import at
+the pinned versions, flash-attn and bitsandbytes are there exactly when the build says so. The report
+is written into the image; any failed check exits 1 and so fails the build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _public(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def _installed() -> dict[str, str]:
+    found = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata.get("Name") or "").lower().replace("_", "-")
+        if name:
+            found[name] = dist.version
+    return found
+
+
+def _attempt(name: str, fn) -> Check:
+    try:
+        ok, detail = fn()
+    except Exception as exc:  # an import that fails is the finding, not a crash of the check
+        ok, detail = False, f"{type(exc).__name__}: {exc}"
+    return Check(name, bool(ok), detail)
+
+
+def run_checks(*, arch: str, torch_from: str, torch_version: str, llamafactory: str, deepspeed: str,
+               flash_attn: str, flash_attn_mode: str, flash_attn_version: str, bitsandbytes: str) -> list[Check]:
+    installed = _installed()
+    checks: list[Check] = []
+
+    def torch_check():
+        import torch
+
+        have = torch.__version__
+        if _public(have) != torch_version:
+            return False, f"torch {have}, expected {torch_version}"
+        if torch_from == "base":
+            return bool(torch.version.hip), f"torch {have}, HIP {torch.version.hip} (the base image's ROCm build)"
+        ok = torch.version.hip is None and torch.version.cuda is None
+        return ok, f"torch {have} (CPU build: cuda={torch.version.cuda}, hip={torch.version.hip})"
+
+    checks.append(_attempt("torch", torch_check))
+
+    nvidia = sorted(n for n in installed if n.startswith("nvidia-"))
+    checks.append(Check("no nvidia packages", not nvidia, ", ".join(nvidia) or "none installed"))
+
+    want_lf = llamafactory  # the imports below bind the name `llamafactory` inside the closure
+
+    def llamafactory_check():
+        import llamafactory as lf
+        import llamafactory.data.mm_plugin  # noqa: F401  (imports transformers and torchaudio)
+        import llamafactory.hparams  # noqa: F401
+
+        return lf.__version__ == want_lf, f"llamafactory {lf.__version__} (expected {want_lf})"
+
+    checks.append(_attempt("llamafactory imports", llamafactory_check))
+
+    def deepspeed_check():
+        import deepspeed as ds
+        from deepspeed.accelerator import get_accelerator
+
+        name = get_accelerator().device_name()
+        return ds.__version__ == deepspeed, f"deepspeed {ds.__version__} (expected {deepspeed}), accelerator {name}"
+
+    checks.append(_attempt("deepspeed imports", deepspeed_check))
+
+    want_fa = flash_attn in ("ck", "triton") and flash_attn_mode != "skip"
+    have_fa = installed.get("flash-attn")
+    if want_fa:
+        checks.append(Check("flash-attn", have_fa == flash_attn_version,
+                            f"{flash_attn} backend, flash-attn {have_fa or 'missing'} (expected {flash_attn_version})"))
+    else:
+        checks.append(Check("flash-attn", have_fa is None,
+                            f"not built ({'FLASH_ATTN=skip' if flash_attn_mode == 'skip' else 'no backend for ' + arch})"
+                            + (f", but flash-attn {have_fa} is installed" if have_fa else "")))
+
+    have_bnb = installed.get("bitsandbytes")
+    if bitsandbytes:
+        checks.append(Check("bitsandbytes", have_bnb == bitsandbytes, f"bitsandbytes {have_bnb or 'missing'}"))
+    else:
+        checks.append(Check("bitsandbytes", have_bnb is None, f"not installed{'' if have_bnb is None else ' expected, found ' + have_bnb}"))
+
+    if torch_from == "wheels":
+        # scripts/setup-venv.sh's treatment: PyPI's CUDA torchvision must be gone, torchaudio must import.
+        checks.append(Check("torchvision removed", "torchvision" not in installed,
+                            "absent (transformers treats it as optional)" if "torchvision" not in installed
+                            else f"torchvision {installed['torchvision']} is installed"))
+    return checks
+
+
+def report(arch: str, checks: list[Check]) -> dict:
+    return {
+        "arch": arch,
+        "passed": all(c.ok for c in checks),
+        "python": platform.python_version(),
+        "checks": [asdict(c) for c in checks],
+    }
+
+
+def render(data: dict) -> str:
+    lines = [f"rocmft image self-check ({data['arch']}, Python {data['python']}): "
+             f"{'PASSED' if data['passed'] else 'FAILED'}"]
+    lines += [f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}" for c in data["checks"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocmft.image.selfcheck", description=__doc__.splitlines()[0])
+    parser.add_argument("--show", metavar="FILE", help="print a report written at build time and exit with its result")
+    parser.add_argument("--arch")
+    parser.add_argument("--torch-from", choices=["base", "wheels"])
+    parser.add_argument("--torch")
+    parser.add_argument("--llamafactory")
+    parser.add_argument("--deepspeed")
+    parser.add_argument("--flash-attn", default="none")
+    parser.add_argument("--flash-attn-mode", default="auto")
+    parser.add_argument("--flash-attn-version", default="")
+    parser.add_argument("--bitsandbytes", default="")
+    parser.add_argument("--write", metavar="FILE", help="write the JSON report here")
+    args = parser.parse_args(argv)
+    if args.show:
+        data = json.loads(open(args.show).read())
+        print(render(data))
+        return 0 if data["passed"] else 1
+    needed = ("arch", "torch_from", "torch", "llamafactory", "deepspeed")
+    missing = [f"--{n.replace('_', '-')}" for n in needed if not getattr(args, n)]
+    if missing:
+        parser.error(f"missing {' '.join(missing)}")
+    checks = run_checks(arch=args.arch, torch_from=args.torch_from, torch_version=args.torch,
+                        llamafactory=args.llamafactory, deepspeed=args.deepspeed, flash_attn=args.flash_attn,
+                        flash_attn_mode=args.flash_attn_mode, flash_attn_version=args.flash_attn_version,
+                        bitsandbytes=args.bitsandbytes)
+    data = report(args.arch, checks)
+    if args.write:
+        with open(args.write, "w") as handle:
+            json.dump(data, handle, indent=1)
+            handle.write("\n")
+    print(render(data))
+    return 0 if data["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

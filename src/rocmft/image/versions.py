@@ -1,0 +1,65 @@
+"""The versions an image is built with: read from requirements/lock.txt, plus the few pins the lock
+(a freeze of the CPU venv) cannot hold because the CPU venv does not install them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__, paths
+from ..problems import Problem, ProblemReport
+
+# GPU-only packages, absent from the CPU lock. flash-attn's sdist builds the CK backend (gfx90a/942/950)
+# or the Triton backend (RDNA, FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE) for GPU_ARCHS.
+# bitsandbytes ships ROCm binaries in its PyPI wheels from 0.49 on.
+FLASH_ATTN_VERSION = "2.8.3.post2"
+BITSANDBYTES_VERSION = "0.50.2"
+# Build backends for the project and the sdists (a py3.12 venv has no setuptools; the lock has none).
+BUILD_DEPS = ("setuptools==84.2.1", "wheel==0.48.0")
+
+
+def canonical(name: str) -> str:
+    """PEP 503 name: `Jinja2`, `typing_extensions` -> `jinja2`, `typing-extensions`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_pins(path: Path) -> dict[str, str]:
+    """`name==version` lines of a requirements/lock file, by canonical name (comments skipped)."""
+    pins: dict[str, str] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;]+)", line)
+        if match:
+            pins[canonical(match.group(1))] = match.group(2)
+    return pins
+
+
+@dataclass(frozen=True)
+class Versions:
+    project: str
+    llamafactory: str
+    deepspeed: str
+    torch_cpu: str  # the CPU torch of the lock (the cpu arch's torch)
+    flash_attn: str = FLASH_ATTN_VERSION
+    bitsandbytes: str = BITSANDBYTES_VERSION
+    build_deps: tuple[str, ...] = BUILD_DEPS
+
+
+def lock_file() -> Path:
+    return paths.root() / "requirements" / "lock.txt"
+
+
+def from_lock(path: Path | None = None) -> Versions:
+    path = path or lock_file()
+    pins = read_pins(path)
+    missing = [name for name in ("llamafactory", "deepspeed", "torch") if name not in pins]
+    if missing:
+        raise ProblemReport([
+            Problem(str(path), name, "no `==` pin for it", "the image is built from the lock's exact pins")
+            for name in missing
+        ])
+    return Versions(project=__version__, llamafactory=pins["llamafactory"], deepspeed=pins["deepspeed"],
+                    torch_cpu=pins["torch"])

@@ -1,0 +1,213 @@
+"""`make wheelhouse ARCH=...`: download every package the image installs into one folder, so that
+`make image ARCH=... OFFLINE=1` builds with no network at all; and the check that a wheelhouse is
+complete before an offline build (a missing wheel is named, not found out 5 minutes into the build).
+
+- cpu: the lock resolved for real (`pip download`, same Python as the image's: 3.11), CPU torch included.
+- ROCm arches: every pin of the lock except torch/torchvision/torchaudio (the base image's are kept),
+  fetched `--no-deps` for the image's Python (3.12) and platform, plus the DeepSpeed and flash-attn
+  sdists and bitsandbytes. Never torch: a torch in a ROCm wheelhouse is reported as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from ..arches import Arch
+from ..problems import Problem, ProblemReport
+from .plan import FLASH_ATTN_MODES
+from .versions import Versions, canonical, read_pins
+
+MANIFEST = "rocmft-wheelhouse.json"
+# Never in a ROCm wheelhouse: the base image's torch stack stays, and nothing CUDA gets in.
+ROCM_EXCLUDED = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
+CUDA_PREFIXES = ("nvidia-",)
+# glibc of the ROCm base images (Ubuntu 24.04: 2.39); pip accepts every older manylinux tag too.
+ROCM_PLATFORM = "manylinux_2_39_x86_64"
+
+
+@dataclass(frozen=True)
+class WheelhousePlan:
+    arch: str
+    folder: str
+    python: str  # the image's Python (major.minor) the wheels are for
+    commands: tuple[tuple[str, ...], ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    required: tuple[str, ...] = ()  # name==version the image installs directly
+    forbidden: tuple[str, ...] = ()  # canonical names (or prefixes ending in -) that must not be there
+
+    def lines(self) -> list[str]:
+        out = [f"wheelhouse plan for {self.arch} (Python {self.python}) -> {self.folder}"]
+        out += ["  " + " ".join(cmd[:12]) + (" ..." if len(cmd) > 12 else "") for cmd in self.commands]
+        out.append(f"  required: {', '.join(self.required)}")
+        if self.forbidden:
+            out.append(f"  never: {', '.join(self.forbidden)}")
+        return out
+
+
+def required_pins(arch: Arch, versions: Versions, train: Path, flash_attn: str = "auto") -> list[str]:
+    """What the Dockerfile asks for by name (train.txt, deepspeed, build deps, torch/flash-attn/bnb)."""
+    pins = [f"{name}=={version}" for name, version in read_pins(train).items()]
+    pins.append(f"deepspeed=={versions.deepspeed}")
+    pins += list(versions.build_deps)
+    if arch.is_gpu:
+        if flash_attn != "skip" and arch.flash_attn in ("ck", "triton"):
+            pins.append(f"flash-attn=={versions.flash_attn}")
+        if arch.bitsandbytes:
+            pins.append(f"bitsandbytes=={versions.bitsandbytes}")
+    else:
+        pins.insert(0, f"torch=={versions.torch_cpu}")
+    return pins
+
+
+def wheelhouse_plan(arch: Arch, versions: Versions, folder: Path, *, lock: Path, train: Path, dev: Path | None = None,
+                    python: str = sys.executable, flash_attn: str = "auto") -> WheelhousePlan:
+    """The pip commands that fill `folder` for `arch`: pure (reads only the requirement files)."""
+    if flash_attn not in FLASH_ATTN_MODES:
+        raise ValueError(f"flash_attn must be one of {FLASH_ATTN_MODES}")
+    pip = (python, "-m", "pip", "download", "--disable-pip-version-check", "--dest", str(folder))
+    required = required_pins(arch, versions, train, flash_attn)
+    # Sdists (deepspeed, flash-attn) have their metadata prepared by pip: no build isolation (it would
+    # fetch a CUDA torch), and flash-attn must not try to compile or fetch a prebuilt wheel for that.
+    env = {"FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE", "DS_BUILD_OPS": "0"}
+    if not arch.is_gpu:
+        # The cpu image's Python is the host's (3.11): resolve the lock for real.
+        cmd = (*pip, "--no-build-isolation", "-c", str(lock), f"torch=={versions.torch_cpu}", *versions.build_deps,
+               "-r", str(train), f"deepspeed=={versions.deepspeed}")
+        return WheelhousePlan(arch.name, str(folder), arch.python or "", (cmd,), MappingProxyType(env),
+                              tuple(required), CUDA_PREFIXES)
+    dev_names = set(read_pins(dev)) if dev and dev.is_file() else set()
+    pins = [f"{name}=={version}" for name, version in read_pins(lock).items()
+            if name not in ROCM_EXCLUDED and name not in dev_names and not name.startswith(CUDA_PREFIXES)]
+    extra = [p for p in required if canonical(p.split("==")[0]) not in {canonical(q.split("==")[0]) for q in pins}]
+    target = ("--python-version", arch.python or "3.12", "--implementation", "cp", "--platform", ROCM_PLATFORM)
+    # --no-deps: the lock is already the whole closure; torch and its kin come from the base image.
+    cmd = (*pip, "--no-deps", "--no-build-isolation", "--prefer-binary", *target, *pins, *extra)
+    return WheelhousePlan(arch.name, str(folder), arch.python or "", (cmd,), MappingProxyType(env),
+                          tuple(required), (*ROCM_EXCLUDED, *CUDA_PREFIXES))
+
+
+_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_SDIST = re.compile(r"^(?P<name>.+)-(?P<version>[^-]+)\.(tar\.gz|zip|tar\.bz2)$")
+
+
+def parse_filename(filename: str) -> tuple[str, str] | None:
+    """(canonical name, version) of a wheel or sdist file name, None for anything else."""
+    match = _WHEEL.match(filename) or _SDIST.match(filename)
+    if not match:
+        return None
+    return canonical(match.group("name")), match.group("version")
+
+
+def contents(folder: Path) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in folder.iterdir() if folder.is_dir() else ():
+        parsed = parse_filename(path.name)
+        if parsed:
+            found.setdefault(parsed[0], set()).add(parsed[1])
+    return found
+
+
+def _version_matches(want: str, have: set[str]) -> bool:
+    # `torch==2.13.0` is satisfied by 2.13.0+cpu, as pip itself would.
+    return any(v == want or v.split("+", 1)[0] == want for v in have)
+
+
+def _forbidden(name: str, forbidden: tuple[str, ...]) -> bool:
+    return any(name.startswith(f) if f.endswith("-") else name == f for f in forbidden)
+
+
+def check(plan: WheelhousePlan, *, make_hint: str) -> None:
+    """Raise a ProblemReport naming every missing or forbidden file (before an offline build)."""
+    folder = Path(plan.folder)
+    if not folder.is_dir() or not any(folder.iterdir()):
+        raise ProblemReport([Problem(plan.folder, "", "the wheelhouse is missing or empty", f"run `{make_hint}` first")])
+    found = contents(folder)
+    problems = []
+    for pin in plan.required:
+        name, version = pin.split("==", 1)
+        name = canonical(name)
+        if not _version_matches(version, found.get(name, set())):
+            have = ", ".join(sorted(found.get(name, set()))) or "none"
+            problems.append(Problem(plan.folder, name, f"no wheel or sdist for {name}=={version} (found: {have})",
+                                    f"run `{make_hint}`"))
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        recorded = json.loads(manifest.read_text()).get("files", [])
+        gone = [f for f in recorded if not (folder / f).is_file()]
+        problems += [Problem(plan.folder, f, "downloaded by `make wheelhouse` but no longer there", f"run `{make_hint}`")
+                     for f in gone]
+    for name in sorted(found):
+        if _forbidden(name, plan.forbidden):
+            problems.append(Problem(plan.folder, name, f"{name} must not be in the {plan.arch} wheelhouse "
+                                    "(the image keeps the base image's torch stack and installs nothing CUDA)",
+                                    f"delete {plan.folder} and run `{make_hint}`"))
+    if problems:
+        raise ProblemReport(problems)
+
+
+_NOT_FOUND = re.compile(r"No matching distribution found for ([^\s]+)")
+
+
+def run(plan: WheelhousePlan, *, make_hint: str, out=sys.stdout) -> int:
+    """Download, write the manifest, check. Returns 0, or raises a ProblemReport naming what failed."""
+    import os
+
+    folder = Path(plan.folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    for cmd in plan.commands:
+        print(f"==> pip download for {plan.arch} (Python {plan.python}) into {folder}", file=out, flush=True)
+        proc = subprocess.run(cmd, env={**os.environ, **plan.env}, capture_output=True, text=True)
+        log = folder.parent / f".{plan.arch}-download.log"
+        log.write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            text = proc.stdout + proc.stderr
+            missing = _NOT_FOUND.findall(text)
+            if missing:
+                raise ProblemReport([Problem(plan.folder, name, "pip found no distribution for it",
+                                             "check the pin in requirements/lock.txt and that PyPI is reachable")
+                                     for name in missing])
+            tail = "\n".join(line for line in text.splitlines() if not line.startswith("WARNING: Location"))[-3000:]
+            print(tail, file=sys.stderr)
+            raise ProblemReport([Problem(plan.folder, "", f"pip download failed (exit {proc.returncode}; full log {log})",
+                                         "see the lines above")])
+    files = sorted(p.name for p in folder.iterdir() if p.is_file() and parse_filename(p.name))
+    (folder / MANIFEST).write_text(json.dumps({"arch": plan.arch, "python": plan.python, "required": list(plan.required),
+                                               "files": files}, indent=1) + "\n")
+    check(plan, make_hint=make_hint)
+    total = sum((folder / f).stat().st_size for f in files)
+    print(f"==> {folder}: {len(files)} files, {total / 1e6:.0f} MB in {time.monotonic() - started:.0f} s", file=out)
+    return 0
+
+
+def default_folder(arch: str) -> Path:
+    from .. import paths
+
+    return paths.root() / "wheelhouse" / arch
+
+
+def for_arch(arch: Arch, versions: Versions, folder: Path | None = None, *, flash_attn: str = "auto") -> WheelhousePlan:
+    """The plan for `arch` from the project's requirement files (requirements/lock.txt, train.txt, dev.txt)."""
+    from .. import paths
+
+    req = paths.root() / "requirements"
+    return wheelhouse_plan(arch, versions, folder or default_folder(arch.name), lock=req / "lock.txt",
+                           train=req / "train.txt", dev=req / "dev.txt", flash_attn=flash_attn)
+
+
+def check_python(arch: Arch, version: tuple[int, int] = sys.version_info[:2]) -> None:
+    """The cpu wheelhouse is resolved by this interpreter: it must be the image's Python."""
+    have = f"{version[0]}.{version[1]}"
+    if not arch.is_gpu and arch.python and have != arch.python:
+        raise ProblemReport([Problem("docker/arches.yaml", f"arches.{arch.name}.python",
+                                     f"the {arch.name} wheelhouse must be made with Python {arch.python} "
+                                     f"(the image's), this is Python {have}",
+                                     "run it from the project's venv: make wheelhouse ARCH=" + arch.name)])

@@ -1,0 +1,70 @@
+"""The planner: will a recipe fit in GPU memory, how fast will it train, and what to change if it does not.
+
+`check(recipe)` is what `make train` calls (through `rocmft train`): it never raises for a recipe it cannot
+plan (unknown model, unknown GPU memory) - it says so in `summary` and lets the run go (`fits` is False only
+for a verdict of "does not fit"). `rocmft plan` / `make plan` call `check(..., strict=True)`, which raises
+the ProblemReport instead. Pure YAML/JSON arithmetic: no torch, no transformers (runs on the host CLI).
+See docs/plan.md for how to read the output and memory.py / throughput.py for the model and its sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..problems import Problem, ProblemReport
+from ..recipes import Recipe
+from . import dataset, memory, report, suggest, throughput, workload
+from .memory import MemoryPlan
+from .suggest import Suggestion
+from .throughput import ThroughputPlan
+from .workload import Workload
+
+__all__ = ["MemoryPlan", "PlanResult", "Suggestion", "ThroughputPlan", "Workload", "check", "plan_workload"]
+
+
+@dataclass
+class PlanResult:
+    recipe: Recipe
+    workload: Workload | None
+    memory: MemoryPlan | None
+    throughput: ThroughputPlan | None
+    suggestions: list[Suggestion] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # warnings; or the errors that stopped planning
+
+    @property
+    def verdict(self) -> str:
+        """fits | tight | does not fit | unknown"""
+        return self.memory.verdict if self.memory is not None else "unknown"
+
+    @property
+    def fits(self) -> bool:
+        """False only when the plan says it does not fit: tight and unknown runs are allowed to start."""
+        return self.verdict != "does not fit"
+
+    @property
+    def summary(self) -> str:
+        return report.summary(self)
+
+    def report(self) -> str:
+        return report.full(self)
+
+
+def plan_workload(w: Workload, data: dataset.DatasetSize | None = None, steps: int | None = None
+                  ) -> tuple[MemoryPlan, ThroughputPlan, list[Suggestion]]:
+    mem = memory.estimate(w)
+    return mem, throughput.estimate(w, data, steps), suggest.suggest(w, mem)
+
+
+def check(recipe: Recipe, *, steps: int | None = None, strict: bool = False) -> PlanResult:
+    """Plan a loaded recipe. `steps`: estimate the time of that many optimizer steps instead of the dataset."""
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
+        raise ProblemReport([Problem("", "STEPS", f"must be a whole number of optimizer steps > 0, got {steps!r}")])
+    try:
+        w, problems = workload.from_recipe(recipe)
+    except ProblemReport as exc:
+        if strict:
+            raise
+        return PlanResult(recipe, None, None, None, [], list(exc.problems))
+    data = dataset.count(recipe.llamafactory) if steps is None and w.max_steps <= 0 else None
+    mem, tp, sugg = plan_workload(w, data, steps)
+    return PlanResult(recipe, w, mem, tp, sugg, problems)

@@ -1,0 +1,360 @@
+"""GPU memory per GPU for a fine-tuning workload, as named components (GiB), and a verdict.
+
+All sizes are GiB (2**30 bytes). GPU memory is sold in binary units: a "24 GB" RX 7900 XTX holds 24 GiB,
+a "192 GB" MI300X 192 GiB; the arch table's gpu_memory_gb is read as GiB.
+
+The model (sources next to each constant):
+- Bytes per parameter by regime, from the ZeRO paper (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+  Toward Training Trillion Parameter Models", sec. 3.1: mixed-precision Adam keeps 2 (16-bit weights) +
+  2 (16-bit gradients) + 12 (fp32 master, momentum, variance) = 16 bytes per parameter) and from what
+  LLaMA-Factory 0.9.5 does (llamafactory/model/adapter.py init_adapter): without DeepSpeed ZeRO-3, trainable
+  parameters are upcast to fp32 and trained under torch autocast (fp32 weights 4 + fp32 grads 4 + Adam 8, and
+  autocast's bf16 weight copies 2: the README's "18x GB" full fine-tune row); `pure_bf16` keeps weights,
+  gradients and Adam states in bf16 (2+2+4: its "8x GB" row).
+- ZeRO partitioning (same paper, fig. 1): stage 1 splits optimizer states (+ fp32 master), stage 2 also
+  gradients, stage 3 also weights, over every GPU of every node. zero3-offload keeps all of them in host RAM.
+- 4-bit weights: NF4 with blocksize 64 and fp32 absmax = 0.5 extra bits/param, 0.127 with double quantization
+  (Dettmers et al. 2023, "QLoRA", sec. 3); 8-bit LLM.int8 weights keep a per-row scale (Dettmers et al. 2022).
+  Embeddings, lm_head and norms stay in the compute dtype (bitsandbytes quantizes nn.Linear layers only and
+  transformers skips lm_head).
+- Activations: tensors a Llama/Qwen decoder layer saves for backward (transformers' LlamaDecoderLayer with
+  LlamaRMSNorm, which upcasts to fp32), counted like Korthikanti et al. 2022 ("Reducing Activation
+  Recomputation in Large Transformer Models", sec. 4.1) count a GPT layer; see `layer_activation_bytes`.
+- Logits: transformers' ForCausalLMLoss upcasts logits to fp32 before cross-entropy (bf16 logits 2 + fp32
+  copy 4 + fp32 log-softmax 4, then fp32 and bf16 gradients): 14 bytes per token per vocabulary entry at the
+  peak, as measured with torch.profiler (profile_memory) over a forward+backward of a 1-layer
+  LlamaForCausalLM with a 32k vocabulary in bf16 on CPU (14.09). 14 GiB for 4x2048 tokens of a 128k vocabulary.
+- Optimizer step: torch's foreach AdamW (torch/optim/adamw.py _multi_tensor_adamw) allocates one fp32
+  temporary per parameter (sqrt of the variance); DeepSpeed's bf16 ZeRO optimizers also make fp32 copies of
+  the gradient partition for the step. This peak comes after backward, so it is counted against the
+  activations (max of the two), not on top of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .workload import Workload
+
+GIB = float(1 << 30)
+
+# Verdict thresholds on total / capacity. The components already include a runtime reserve, so "tight" means
+# the estimate's own error (about +-20%, see the tests against LLaMA-Factory's table) could make it not fit.
+FITS_BELOW = 0.90
+TIGHT_UP_TO = 1.00
+
+# Runtime reserve: the HIP context, loaded kernels and the rocBLAS/hipBLASLt workspace take ~1 GiB per process
+# before any tensor (what torch.cuda.mem_get_info shows missing right after init on MI300X and RX 7900 XTX);
+# RCCL's channels and buffers add ~0.5 GiB per rank in multi-GPU runs; the caching allocator's fragmentation
+# is taken as 5% of everything allocated.
+RESERVE_CONTEXT_GIB = 1.0
+RESERVE_RCCL_GIB = 0.5
+FRAGMENTATION = 0.05
+
+LOGITS_BYTES_PER_ENTRY = 14  # measured, see the module docstring
+# Quantization constants per weight, in bits: NF4 blocksize-64 fp32 absmax (0.5) or double-quantized (0.127),
+# QLoRA paper sec. 3. Other bit widths (HQQ/EETQ/GPTQ groups of 64 with 16-bit scale and zero): ~0.5.
+QUANT_CONST_BITS = {(4, True): 0.127, (4, False): 0.5, (8, True): 0.0, (8, False): 0.0}
+DEFAULT_QUANT_CONST_BITS = 0.5
+
+
+@dataclass(frozen=True)
+class Component:
+    key: str  # stable id: weights, trainable, gradients, optimizer, master, buffers, autocast, activations, logits, step, reserve
+    label: str
+    gib: float
+    phase: str  # "persistent" | "fwd_bwd" (forward/backward) | "step" (optimizer step) | "reserve"
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    components: tuple[Component, ...]
+    total_gib: float
+    capacity_gib: float | None
+    peak_phase: str  # "forward/backward" | "optimizer step"
+    host_gib_per_node: float  # host RAM the offloaded states need on each node (0 without offload)
+    trainable_params: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def fraction(self) -> float | None:
+        return self.total_gib / self.capacity_gib if self.capacity_gib else None
+
+    @property
+    def spare_gib(self) -> float | None:
+        return self.capacity_gib - self.total_gib if self.capacity_gib else None
+
+    @property
+    def verdict(self) -> str:
+        f = self.fraction
+        if f is None:
+            return "unknown"
+        if f < FITS_BELOW:
+            return "fits"
+        return "tight" if f <= TIGHT_UP_TO else "does not fit"
+
+    def gib(self, key: str) -> float:
+        return sum(c.gib for c in self.components if c.key == key)
+
+
+# ---------------------------------------------------------------- parameter counts
+
+@dataclass(frozen=True)
+class ParamCounts:
+    trainable: int
+    frozen_linear: int  # frozen decoder-layer linear weights (what quantization applies to)
+    frozen_other: int  # frozen embeddings, lm_head, norms (and linears of frozen layers when not quantized)
+
+
+def param_counts(w: Workload) -> ParamCounts:
+    m = w.model
+    total = m.total_params
+    extras = 0
+    if "embed_tokens" in w.extra_trainable:
+        extras += m.embed_params
+    if "lm_head" in w.extra_trainable and not m.tie_word_embeddings:
+        extras += m.head_params
+    if w.method == "full":
+        return ParamCounts(total, 0, 0)
+    if w.method == "freeze":
+        trainable = abs(w.freeze_layers) * m.layer_params + extras
+        return ParamCounts(min(trainable, total), 0, max(total - trainable, 0))
+    shapes = m.linear_shapes()
+    lora = m.num_hidden_layers * sum(w.lora_rank * (shapes[t][0] + shapes[t][1]) for t in w.lora_targets)
+    frozen_linear = m.num_hidden_layers * m.layer_linear_params
+    return ParamCounts(lora + extras, frozen_linear, total - frozen_linear - extras)
+
+
+def lora_params(w: Workload) -> int:
+    return param_counts(w).trainable if w.method == "lora" else 0
+
+
+# ---------------------------------------------------------------- bytes per parameter
+
+@dataclass(frozen=True)
+class Regime:
+    name: str
+    weight: float  # trainable weights
+    grad: float
+    optim: float
+    master: float
+    autocast: float  # bf16 copies of fp32 trainable weights held by autocast (forward/backward)
+    step: float  # optimizer-step temporaries
+
+
+def regime(w: Workload) -> Regime:
+    half = w.precision in ("bf16", "fp16")
+    if not half:
+        r = Regime("fp32", 4, 4, 8, 0, 0, 4)
+    elif w.zero_stage is not None:
+        # DeepSpeed bf16/fp16: 16-bit weights and gradients, fp32 master + Adam (ZeRO paper: 2+2+12); the step
+        # converts the gradient partition to fp32 (4) and AdamW's foreach temporary adds 4.
+        r = Regime("DeepSpeed mixed precision", 2, 2, 8, 4, 0, 8)
+    elif w.pure_bf16:
+        r = Regime("pure bf16", 2, 2, 4, 0, 0, 2)
+    else:
+        # torch AMP: LLaMA-Factory upcasts trainable parameters to fp32 (adapter.py), autocast casts them per op.
+        r = Regime("fp32 trainable params + autocast", 4, 4, 8, 0, 2, 4)
+    optim = w.optim.lower()
+    if "8bit" in optim:
+        r = Regime(r.name, r.weight, r.grad, 2, r.master, r.autocast, 0)  # bitsandbytes: 1 byte per Adam state, fused step
+    elif "adafactor" in optim:
+        r = Regime(r.name, r.weight, r.grad, 0.1, r.master, r.autocast, r.step)  # factored second moment, no momentum
+    elif optim.startswith("sgd"):
+        r = Regime(r.name, r.weight, r.grad, 4 if r.optim == 8 else 2, r.master, r.autocast, r.step)
+    return r
+
+
+def frozen_bytes(w: Workload) -> tuple[float, float]:
+    """(bytes per frozen linear weight, bytes per other frozen parameter)."""
+    compute = 2.0 if w.precision in ("bf16", "fp16") else 4.0
+    if w.quant_bits is None:
+        return compute, compute
+    const = QUANT_CONST_BITS.get((w.quant_bits, w.double_quant), DEFAULT_QUANT_CONST_BITS)
+    return (w.quant_bits + const) / 8.0, compute
+
+
+# ---------------------------------------------------------------- activations
+
+def act_bytes(w: Workload) -> int:
+    return 2 if w.precision in ("bf16", "fp16") else 4
+
+
+def fused_attention(w: Workload) -> bool:
+    """fa2/sdpa/auto run a fused (flash or memory-efficient) kernel: no seq x seq score matrix is kept.
+    `disabled` is eager attention, which keeps fp32 softmax probabilities and their 16-bit copy."""
+    return w.attention not in ("disabled", "eager")
+
+
+def layer_activation_bytes(w: Workload) -> float:
+    """Bytes one token's pass through one decoder layer keeps for backward (fused attention).
+
+    Per RMSNorm (x2): its fp32 upcast input (4h) + the normalized 16-bit tensor the weight multiplies (a*h) +
+    its output, the next matmul's input (a*h). Attention: rotated q (q_dim), rotated k and v (kv_dim each), the
+    attention output (q_dim, the o_proj input). SwiGLU MLP: gate and up outputs, SiLU(gate), and their product
+    (the down_proj input): 4 x intermediate. a = 2 bytes (bf16/fp16) or 4 (fp32).
+    LoRA adds, per targeted module input, what lora_dropout keeps when it is > 0: its output in the adapter's
+    dtype (fp32 under autocast: PEFT casts the input to the adapter weights' dtype, peft/tuners/lora/layer.py
+    Linear.forward) and a 1-byte mask; with dropout 0 the adapters add only their rank-sized outputs.
+    Checked on CPU by summing the tensors autograd saves (torch.autograd.graph.saved_tensors_hooks) for one
+    transformers LlamaDecoderLayer in bf16: 21,800 bytes/token measured vs 21,760 from this formula (h=512,
+    i=1376, 8/2 heads); with PEFT LoRA on all linears at dropout 0.05 under autocast: +4 bytes per adapter
+    input element measured (the fp32 dropout output), +5 counted here.
+    """
+    m = w.model
+    a = act_bytes(w)
+    h = m.hidden_size
+    norms = 2 * (4 * h + 2 * a * h)
+    attention = a * (2 * m.q_dim + 2 * m.kv_dim)
+    mlp = a * 4 * m.intermediate_size
+    lora = 0.0
+    if w.method == "lora" and w.lora_dropout > 0:
+        upcast = a == 2 and w.zero_stage is None and not w.pure_bf16  # fp32 adapters under autocast
+        per_input = (4 if upcast else a) + 1
+        shapes = m.linear_shapes()
+        lora = per_input * sum(shapes[t][0] for t in w.lora_targets)
+    lora += 2 * a * w.lora_rank * len(w.lora_targets) if w.method == "lora" else 0  # lora_A outputs
+    return norms + attention + mlp + lora
+
+
+def saved_layers(w: Workload) -> int:
+    """Layers whose activations are kept: all, except below the trainable top layers of freeze tuning."""
+    if w.method == "freeze" and w.freeze_layers > 0:
+        return min(w.freeze_layers, w.model.num_hidden_layers)
+    return w.model.num_hidden_layers
+
+
+def activations_gib(w: Workload) -> float:
+    """Activations of one full-length micro-batch (every sample at cutoff_len: the batch that runs out of memory).
+
+    With gradient checkpointing (transformers checkpoints each decoder layer) only each layer's input is kept
+    (a*h per token per layer), plus one layer's recomputed activations and their gradients during backward.
+    Without it every layer keeps all of them, plus the backward transients of one layer.
+    """
+    m = w.model
+    a = act_bytes(w)
+    tokens = w.tokens_per_micro_batch
+    per_layer = tokens * layer_activation_bytes(w)
+    if not fused_attention(w):
+        per_layer += w.micro_batch * m.num_attention_heads * w.cutoff_len ** 2 * (4 + a)
+    layers = saved_layers(w)
+    if w.gradient_checkpointing:
+        total = layers * tokens * a * m.hidden_size + 2 * per_layer
+    else:
+        total = layers * per_layer + per_layer
+    total += tokens * (a * m.hidden_size + 4 * m.hidden_size)  # embedding output + final norm
+    return total / GIB
+
+
+def logits_gib(w: Workload) -> float:
+    tokens = w.tokens_per_micro_batch
+    if w.liger:
+        # Liger's fused linear cross-entropy computes the loss in chunks and never holds the full logits.
+        return tokens * w.model.hidden_size * 8 / GIB
+    return tokens * w.model.vocab_size * LOGITS_BYTES_PER_ENTRY / GIB
+
+
+# ---------------------------------------------------------------- the plan
+
+def _fmt_params(n: float) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} B"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f} M"
+    return f"{n / 1e3:.1f} k"
+
+
+def estimate(w: Workload) -> MemoryPlan:
+    m = w.model
+    counts = param_counts(w)
+    r = regime(w)
+    W = w.world_size
+    stage = w.zero_stage
+    offload = w.offload
+    lin_b, other_b = frozen_bytes(w)
+    part3 = W if stage == 3 else 1  # weights
+    part2 = W if stage is not None and stage >= 2 else 1  # gradients
+    part1 = W if stage is not None and stage >= 1 else 1  # optimizer states, master weights, step temporaries
+    shard = lambda p: "" if p == 1 else f", 1/{p} (ZeRO-{stage})"
+    comps: list[Component] = []
+    notes: list[str] = []
+
+    what = {"lora": f"LoRA r{w.lora_rank} on {','.join(w.lora_targets)}", "full": "all parameters",
+            "freeze": f"last {w.freeze_layers} layers" if w.freeze_layers > 0 else f"first {-w.freeze_layers} layers"}[w.method]
+    if w.extra_trainable:
+        what += " + " + ",".join(w.extra_trainable)
+    frozen_n = counts.frozen_linear + counts.frozen_other
+    if offload:
+        comps.append(Component("offloaded", f"weights ({_fmt_params(m.total_params)}), gradients, Adam states, fp32 master: "
+                               "in host RAM (zero3-offload)", 0.0, "persistent"))
+        notes.append("zero3-offload: the GPU holds only the layers being computed (gathered weights) and activations")
+    else:
+        if frozen_n:
+            dtype = w.precision
+            if w.quant_bits:
+                dtype = f"{w.quant_bits}-bit linears ({lin_b:.3f} B/param), embeddings {w.precision}"
+            comps.append(Component("weights", f"frozen weights ({_fmt_params(frozen_n)} params, {dtype}{shard(part3)})",
+                                   (counts.frozen_linear * lin_b + counts.frozen_other * other_b) / part3 / GIB,
+                                   "persistent"))
+        wbytes = "fp32" if r.weight == 4 else "16-bit"
+        comps.append(Component("trainable", f"trainable weights ({_fmt_params(counts.trainable)}: {what}; {wbytes}{shard(part3)})",
+                               counts.trainable * r.weight / part3 / GIB, "persistent"))
+        comps.append(Component("gradients", f"gradients ({'fp32' if r.grad == 4 else '16-bit'}{shard(part2)})",
+                               counts.trainable * r.grad / part2 / GIB, "persistent"))
+        opt_name = "AdamW m+v " + ("bf16" if r.optim == 4 else "fp32" if r.optim == 8 else w.optim)
+        comps.append(Component("optimizer", f"optimizer states ({opt_name}{shard(part1)})",
+                               counts.trainable * r.optim / part1 / GIB, "persistent"))
+        if r.master:
+            comps.append(Component("master", f"fp32 master weights{shard(part1)}",
+                                   counts.trainable * r.master / part1 / GIB, "persistent"))
+
+    # DeepSpeed / DDP buffers
+    if stage == 3:
+        live = min(w.ds_live_params, m.total_params) * (2 if w.precision != "fp32" else 4)
+        grads = max(m.layer_params, m.vocab_size * m.hidden_size) * r.grad if w.method != "lora" else 0
+        comps.append(Component("buffers", f"ZeRO-3 gathered weights (stage3_max_live_parameters={w.ds_live_params:.0e})"
+                               + (" + grads of the largest module" if grads else ""),
+                               (live + grads) / GIB, "fwd_bwd"))
+    elif stage is not None:
+        bucket = w.ds_reduce_bucket or m.hidden_size ** 2
+        comps.append(Component("buffers", f"DeepSpeed gradient bucket (reduce_bucket_size={bucket:.0e})",
+                               min(bucket, counts.trainable) * r.grad / GIB, "persistent"))
+    elif W > 1:
+        comps.append(Component("buffers", "DDP gradient buckets (a second copy of the gradients)",
+                               counts.trainable * r.grad / GIB, "persistent"))
+
+    if r.autocast:
+        comps.append(Component("autocast", "autocast bf16 copies of the fp32 trainable weights",
+                               counts.trainable * r.autocast / GIB, "fwd_bwd"))
+    gc = "gradient checkpointing" if w.gradient_checkpointing else "no gradient checkpointing"
+    attn = "fused attention" if fused_attention(w) else "eager attention: seq^2 scores"
+    comps.append(Component("activations", f"activations ({w.micro_batch} x {w.cutoff_len} tokens, {gc}, {attn})",
+                           activations_gib(w), "fwd_bwd"))
+    comps.append(Component("logits", f"logits + loss ({m.vocab_size:,} vocab, fp32{', liger chunked' if w.liger else ''})",
+                           logits_gib(w), "fwd_bwd"))
+    step = 0.0 if offload else counts.trainable * r.step / part1 / GIB
+    if step:
+        comps.append(Component("step", "optimizer-step temporaries (fp32 grads/AdamW; after backward, not with activations)",
+                               step, "step"))
+
+    persistent = sum(c.gib for c in comps if c.phase == "persistent")
+    fwd = sum(c.gib for c in comps if c.phase == "fwd_bwd")
+    stp = sum(c.gib for c in comps if c.phase == "step")
+    peak_phase = "forward/backward" if fwd >= stp else "optimizer step"
+    used = persistent + max(fwd, stp)
+    if w.is_gpu:
+        reserve = RESERVE_CONTEXT_GIB + (RESERVE_RCCL_GIB if W > 1 else 0.0) + FRAGMENTATION * used
+        label = "runtime reserve (HIP context, " + ("RCCL, " if W > 1 else "") + f"{FRAGMENTATION:.0%} allocator fragmentation)"
+    else:
+        reserve = FRAGMENTATION * used
+        label = f"allocator reserve ({FRAGMENTATION:.0%})"
+    comps.append(Component("reserve", label, reserve, "reserve"))
+    host = 0.0
+    if offload:
+        per_rank = (counts.frozen_linear * lin_b + counts.frozen_other * other_b
+                    + counts.trainable * (r.weight + r.master + r.optim + 4)) / W
+        host = per_rank * w.gpus_per_node / GIB
+    return MemoryPlan(
+        components=tuple(comps), total_gib=used + reserve, capacity_gib=w.capacity_gib, peak_phase=peak_phase,
+        host_gib_per_node=host, trainable_params=counts.trainable, notes=tuple(notes),
+    )

@@ -1,0 +1,267 @@
+"""Text for people: the full breakdown (`rocmft plan`), the one-screen summary (`make train`), a table row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import paths
+from . import memory as mem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import PlanResult
+
+
+def count(n: float) -> str:
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{unit}" if unit != "B" else f"{n / size:.2f}B"
+    return f"{n:.0f}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def size(gib: float) -> str:
+    """A memory size for people: MiB below 1 GiB."""
+    if gib < 1:
+        return f"{gib * 1024:.0f} MiB"
+    return f"{gib:.1f} GiB"
+
+
+def cell(gib: float) -> str:
+    if gib == 0:
+        return "0"
+    if gib < 0.01:
+        return "<0.01"
+    return f"{gib:.2f}"
+
+
+def _unit(seconds: float) -> tuple[float, str]:
+    if seconds < 90:
+        return 1.0, "s"
+    if seconds < 90 * 60:
+        return 60.0, "min"
+    if seconds < 48 * 3600:
+        return 3600.0, "h"
+    return 86400.0, "days"
+
+
+def duration_range(lo: float, hi: float) -> str:
+    """'3-6 min', '50 s-2 min': one unit when both ends share it."""
+    (d_lo, u_lo), (d_hi, u_hi) = _unit(lo), _unit(hi)
+    if u_lo == u_hi:
+        fmt = "{:.1f}" if u_lo in ("h", "days") else "{:.0f}"
+        a, b = fmt.format(lo / d_lo), fmt.format(hi / d_hi)
+        return f"{a} {u_lo}" if a == b else f"{a}-{b} {u_lo}"
+    return f"{duration(lo)}-{duration(hi)}"
+
+
+def pct_range(r: tuple[float, float]) -> str:
+    return f"{r[0] * 100:.0f}-{r[1] * 100:.0f}%" if r[0] != r[1] else f"{r[0] * 100:.0f}%"
+
+
+def flops(n: float) -> str:
+    for unit, size in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} FLOP"
+
+
+def tokens_rate(tps: tuple[float, float] | None) -> str:
+    if tps is None:
+        return "n/a"
+    return f"{count(tps[0])}-{count(tps[1])}"
+
+
+def method_text(result: PlanResult) -> str:
+    w = result.workload
+    if w is None:
+        return "?"
+    if w.method == "lora":
+        text = f"{'Q' if w.quant_bits else ''}LoRA r{w.lora_rank}"
+        if w.quant_bits:
+            text += f" {w.quant_bits}-bit"
+        return text
+    if w.method == "freeze":
+        return f"freeze ({w.freeze_layers} layers)"
+    return "full" + (" pure_bf16" if w.pure_bf16 else "")
+
+
+def verdict_text(plan: mem.MemoryPlan) -> str:
+    if plan.capacity_gib is None:
+        return "unknown (no GPU memory size for this arch)"
+    return plan.verdict
+
+
+def _relative(path: str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(paths.root()))
+    except (ValueError, OSError, FileNotFoundError):
+        return path
+
+
+def _header(result: PlanResult) -> list[str]:
+    w = result.workload
+    r = result.recipe
+    assert w is not None
+    m = w.model
+    lines = [f"Plan for {r.name} ({_relative(r.path)})"]
+    lines.append(f"  model     {m.name}: {count(m.total_params)} params, {m.num_hidden_layers} layers, hidden {m.hidden_size}, "
+                 f"{m.num_attention_heads}/{m.num_key_value_heads} heads, vocab {m.vocab_size:,}  [{m.source}]")
+    cap = f"{w.capacity_gib:g} GiB each" if w.capacity_gib else "GPU memory unknown"
+    peak = f"{w.precision} peak {w.peak_tflops:g} TFLOP/s" if w.peak_tflops else f"no known {w.precision} peak"
+    unit = "GPU(s)" if w.is_gpu else "process(es)"
+    lines.append(f"  hardware  {w.world_size} x {w.arch} ({w.nodes} node(s) x {w.gpus_per_node} {unit}), {cap}, {peak}")
+    trainable = result.memory.trainable_params if result.memory else 0
+    pct = f", {100 * trainable / m.total_params:.2f}% of the model" if w.method != "full" else ""
+    ds = "no DeepSpeed" if w.deepspeed == "none" else f"DeepSpeed {w.deepspeed}"
+    lines.append(f"  training  {method_text(result)} ({count(trainable)} trainable{pct}), {ds}, {w.precision}, "
+                 f"micro-batch {w.micro_batch} x {w.cutoff_len} tokens, accumulation {w.grad_accum} "
+                 f"(global batch {w.global_batch}), checkpointing {'on' if w.gradient_checkpointing else 'off'}, "
+                 f"attention {w.attention}")
+    return lines
+
+
+def full(result: PlanResult) -> str:
+    if result.memory is None or result.workload is None:
+        return summary(result)
+    plan = result.memory
+    w = result.workload
+    lines = _header(result)
+    lines += ["", "Memory per GPU (GiB)" if w.is_gpu else "Memory per process (GiB; no GPU)"]
+    width = max(len(c.label) for c in plan.components) + 2
+    for c in plan.components:
+        lines.append(f"  {c.label:<{width}}{cell(c.gib):>8}")
+    lines.append("  " + "-" * (width + 8))
+    total = size(plan.total_gib)
+    if plan.capacity_gib:
+        total += f" of {plan.capacity_gib:g} GiB ({plan.fraction:.0%})"
+    lines.append(f"  total, at the {plan.peak_phase} peak: {total}")
+    lines.append(f"  verdict: {verdict_text(plan)}   (fits below {mem.FITS_BELOW:.0%} of GPU memory, tight up to "
+                 f"{mem.TIGHT_UP_TO:.0%}, above: does not fit)")
+    if plan.host_gib_per_node:
+        host = f"  host RAM: ~{plan.host_gib_per_node:.0f} GiB per node for the offloaded states (+ the processes' own RAM)"
+        if w.host_memory_gb:
+            host += f"; plan.host_memory_gb={w.host_memory_gb:g}: " + (
+                "enough" if w.host_memory_gb >= plan.host_gib_per_node * 1.1 else "NOT enough")
+        lines.append(host)
+    for note in plan.notes:
+        lines.append(f"  note: {note}")
+    lines += ["", "Suggestions (fastest first)" if result.suggestions else "Suggestions: none"]
+    if not result.suggestions:
+        if plan.capacity_gib is None:
+            lines.append("  (no GPU memory size to plan against)")
+        elif plan.verdict == "fits":
+            lines.append("  (no change that fits is faster)")
+        else:
+            lines.append("  (no single change fits: use more GPUs, a smaller model, or a shorter cutoff_len)")
+    for i, s in enumerate(result.suggestions, 1):
+        lines.append(f"  {i}. {s.line()}")
+    lines += ["", "Throughput"]
+    tp = result.throughput
+    if tp is not None:
+        lines.append(f"  FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights, "
+                     f"L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = {w.cutoff_len})")
+        for name, v in tp.flops_parts:
+            lines.append(f"    {name}: {flops(v)}")
+        if tp.tokens_per_s_gpu is not None:
+            factors = ", ".join(f"{name} x{f:.2f}" for name, f in tp.factors) or "none"
+            lines.append(f"  peak {tp.peak_tflops:g} TFLOP/s ({w.precision} dense, docker/arches.yaml); utilisation assumed "
+                         f"{pct_range(tp.mfu)} (plan.mfu); speed factors: {factors}")
+            lo, hi = tp.tokens_per_s_gpu
+            lines.append(f"  => {count(lo)}-{count(hi)} tokens/s per GPU, {count(lo * w.world_size)}-"
+                         f"{count(hi * w.world_size)} tokens/s for {w.world_size} GPU(s)")
+        if tp.time is not None:
+            t = tp.time
+            bound = "<= " if t.upper_bound else ""
+            text = f"  time: {t.what} = {t.steps:,} optimizer steps, {bound}{count(t.tokens)} tokens"
+            if tp.tokens_per_s_gpu is not None:
+                text += f": {bound}{duration_range(*t.seconds)}"
+            lines.append(text)
+            if t.upper_bound:
+                lines.append(f"        (an upper bound: every sample counted at cutoff_len {w.cutoff_len}; "
+                             "set plan.avg_tokens for a closer figure)")
+        for note in tp.notes:
+            lines.append(f"  note: {note}")
+    if result.problems:
+        lines.append("")
+        lines += [p.line() for p in result.problems]
+    return "\n".join(lines)
+
+
+def summary(result: PlanResult) -> str:
+    """A few lines for `make train`: the verdict, the biggest components, speed, the best suggestion."""
+    r = result.recipe
+    if result.memory is None or result.workload is None:
+        lines = [f"plan {r.name}: cannot plan memory - run goes ahead unchecked"]
+        lines += ["  " + p.line() for p in result.problems]
+        return "\n".join(lines)
+    w = result.workload
+    plan = result.memory
+    ds = "" if w.deepspeed == "none" else f", {w.deepspeed}"
+    gc = "on" if w.gradient_checkpointing else "off"
+    lines = [(f"plan {r.name}: {w.model.name.rsplit('/', 1)[-1]} {method_text(result)} on {w.world_size} x {w.arch}{ds}, "
+              f"{w.precision}, {w.micro_batch} x {w.cutoff_len} tokens, checkpointing {gc}")]
+    top = sorted((c for c in plan.components if c.key != "reserve"), key=lambda c: -c.gib)[:3]
+    rest = plan.total_gib - sum(c.gib for c in top)
+    parts = ", ".join(f"{c.key} {c.gib:.1f}" for c in top) + f", other {rest:.1f}"
+    if plan.capacity_gib:
+        lines.append(f"  memory: {plan.total_gib:.1f} of {plan.capacity_gib:g} GiB per GPU ({plan.fraction:.0%}) -> "
+                     f"{plan.verdict}   [{parts}]")
+    else:
+        lines.append(f"  memory: {size(plan.total_gib)} per process; {w.arch} has no GPU memory size: not checked")
+    if plan.host_gib_per_node:
+        lines.append(f"  host RAM: ~{plan.host_gib_per_node:.0f} GiB per node for the offloaded states")
+    tp = result.throughput
+    if tp is not None and tp.tokens_per_s_gpu is not None:
+        text = f"  speed: {tokens_rate(tp.tokens_per_s_gpu)} tokens/s/GPU ({pct_range(tp.mfu)} of {tp.peak_tflops:g} TFLOP/s)"
+        if tp.time is not None:
+            bound = "<= " if tp.time.upper_bound else ""
+            text += f"; {tp.time.what}: {bound}{duration_range(*tp.time.seconds)}"
+        lines.append(text)
+    elif tp is not None:
+        lines.append(f"  speed: no known {w.precision} peak for {w.arch}: memory plan only")
+    if result.suggestions:
+        label = "try" if plan.verdict == "fits" else "fix"
+        lines.append(f"  {label}: {result.suggestions[0].line()}")
+    elif plan.verdict == "does not fit":
+        lines.append("  fix: no single change fits: more GPUs, a smaller model or a shorter cutoff_len")
+    lines += ["  " + p.line() for p in result.problems if p.severity != "note"]
+    lines.append(f"  (full breakdown: make plan RECIPE={r.name}, with the same SET=)")
+    return "\n".join(lines)
+
+
+TABLE_HEADER = ("recipe", "arch x GPUs x nodes", "method", "ZeRO", "GiB/GPU", "verdict", "tokens/s/GPU")
+
+
+def table_row(result: PlanResult) -> tuple[str, ...]:
+    r = result.recipe
+    hw = f"{r.arch} x {r.gpus_per_node} x {r.nodes}"
+    if result.memory is None or result.workload is None:
+        return (r.name, hw, "?", r.deepspeed, "?", "cannot plan", "?")
+    plan = result.memory
+    cap = f"{plan.capacity_gib:g}" if plan.capacity_gib else "?"
+    tps = result.throughput.tokens_per_s_gpu if result.throughput else None
+    verdict = plan.verdict if plan.capacity_gib else "n/a (no GPU)"
+    used = f"{plan.total_gib:.1f}" if plan.total_gib >= 0.1 else "<0.1"
+    return (r.name, hw, method_text(result), result.workload.deepspeed, f"{used}/{cap}", verdict,
+            tokens_rate(tps) if tps else "n/a (no peak)")
+
+
+def table(rows: list[tuple[str, ...]]) -> str:
+    all_rows = [TABLE_HEADER, *rows]
+    widths = [max(len(row[i]) for row in all_rows) for i in range(len(TABLE_HEADER))]
+    out = []
+    for n, row in enumerate(all_rows):
+        out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * wd for wd in widths))
+    return "\n".join(out)

@@ -1,0 +1,258 @@
+"""Recipe -> `Workload`: every fact the memory and throughput models read, with LLaMA-Factory's defaults.
+
+A Workload is plain data, so a suggestion is a `dataclasses.replace` of it plus the override that makes
+the same change in the recipe (e.g. `disable_gradient_checkpointing=true`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from .. import arches, paths, precision
+from ..problems import Problem, ProblemReport, did_you_mean
+from ..recipes import Recipe
+from . import models
+
+# Planner settings a recipe may put under `plan:`.
+PLAN_KEYS = ("gpu_memory_gb", "host_memory_gb", "mfu", "model", "avg_tokens")
+# Model FLOPs utilisation range assumed when a recipe gives none: a planning assumption, not a measurement.
+# Public reference points: PaLM 540B reached 46% MFU on TPUv4 (Chowdhery et al. 2022, table 3); Hugging Face
+# Trainer / DeepSpeed fine-tunes of 7-70B dense models are commonly reported at 25-45%. `make bench` measures it.
+DEFAULT_MFU = (0.25, 0.45)
+
+# LLaMA-Factory 0.9.5 defaults (llamafactory/hparams/*.py) for the arguments the planner reads.
+LF_DEFAULTS = {
+    "finetuning_type": "lora",        # finetuning_args.py
+    "lora_rank": 8,
+    "lora_target": "all",
+    "lora_dropout": 0.0,
+    "freeze_trainable_layers": 2,
+    "cutoff_len": 2048,               # data_args.py
+    "per_device_train_batch_size": 8,  # transformers TrainingArguments
+    "gradient_accumulation_steps": 1,
+    "num_train_epochs": 3.0,
+    "max_steps": -1,
+    "double_quantization": True,      # model_args.py
+    "optim": "adamw_torch",
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    recipe: str
+    model: models.ModelSpec
+    arch: str
+    capacity_gib: float | None  # GPU memory per GPU; None: unknown (CPU arch)
+    peak_tflops: float | None  # dense peak for `precision`; None: unknown
+    precision: str  # bf16 | fp16 | fp32
+    is_gpu: bool
+    gpus_per_node: int
+    nodes: int
+    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-offload
+    method: str  # lora | full | freeze
+    lora_rank: int = 8
+    lora_targets: tuple[str, ...] = models.LINEAR_MODULES
+    lora_dropout: float = 0.0
+    extra_trainable: tuple[str, ...] = ()  # additional_target / freeze_extra_modules: embed_tokens, lm_head
+    freeze_layers: int = 2
+    quant_bits: int | None = None
+    double_quant: bool = True
+    pure_bf16: bool = False
+    optim: str = "adamw_torch"
+    micro_batch: int = 1
+    cutoff_len: int = 2048
+    grad_accum: int = 1
+    gradient_checkpointing: bool = True
+    attention: str = "sdpa"  # fa2 | sdpa | auto | disabled (eager)
+    liger: bool = False
+    stage: str = "sft"
+    epochs: float = 3.0
+    max_steps: int = -1
+    mfu: tuple[float, float] = DEFAULT_MFU
+    avg_tokens: int | None = None
+    host_memory_gb: float | None = None
+    ds_reduce_bucket: float | None = None  # elements; None: "auto" (hidden_size^2)
+    ds_live_params: float = 1e9  # stage3_max_live_parameters
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def zero_stage(self) -> int | None:
+        """None without DeepSpeed (plain DDP or one GPU); 0-3 with it."""
+        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-offload": 3}[self.deepspeed]
+
+    @property
+    def offload(self) -> bool:
+        return self.deepspeed.endswith("-offload")
+
+    @property
+    def tokens_per_micro_batch(self) -> int:
+        return self.micro_batch * self.cutoff_len
+
+    @property
+    def global_batch(self) -> int:
+        return self.micro_batch * self.grad_accum * self.world_size
+
+
+# ---------------------------------------------------------------- DeepSpeed settings from ds_configs/
+
+@cache
+def _ds_settings(preset: str) -> dict[str, float | None]:
+    """Bucket sizes from the preset's template (the file rocmft renders), so the plan follows edits to it."""
+    found: dict[str, float | None] = {}
+    if preset == "none":
+        return found
+    path = paths.ds_configs_dir() / f"{preset}.json.j2"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return found
+    for key in ("reduce_bucket_size", "stage3_max_live_parameters"):
+        match = re.search(rf'"{key}"\s*:\s*("auto"|[0-9.eE+]+)', text)
+        if match:
+            value = match.group(1)
+            found[key] = None if value == '"auto"' else float(value)
+    return found
+
+
+# ---------------------------------------------------------------- reading the recipe
+
+def _int(lf: Mapping[str, Any], key: str, file: str, problems: list[Problem], minimum: int = 1) -> int:
+    value = lf.get(key, LF_DEFAULTS.get(key))
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        problems.append(Problem(file, f"llamafactory.{key}", f"must be a whole number >= {minimum}, got {value!r}"))
+        return max(minimum, 1)
+    return value
+
+
+def _targets(lf: Mapping[str, Any], file: str, problems: list[Problem]) -> tuple[str, ...]:
+    raw = lf.get("lora_target", LF_DEFAULTS["lora_target"])
+    names = [n.strip() for n in (raw if isinstance(raw, list) else str(raw).split(",")) if str(n).strip()]
+    if not names or "all" in names:
+        return models.LINEAR_MODULES
+    known = [n for n in names if n in models.LINEAR_MODULES]
+    for name in names:
+        if name not in models.LINEAR_MODULES:
+            problems.append(Problem(file, "llamafactory.lora_target", f"`{name}` is not a module the planner models",
+                                    did_you_mean(name, models.LINEAR_MODULES)
+                                    or f"planned without it; known: {', '.join(models.LINEAR_MODULES)}", severity="warning"))
+    return tuple(known)
+
+
+def _extra(lf: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    raw = lf.get(key)
+    if not raw:
+        return ()
+    names = raw if isinstance(raw, list) else str(raw).split(",")
+    return tuple(n.strip() for n in names if n.strip() in ("embed_tokens", "lm_head"))
+
+
+def _mfu(plan: Mapping[str, Any], file: str, problems: list[Problem]) -> tuple[float, float]:
+    value = plan.get("mfu")
+    if value is None:
+        return DEFAULT_MFU
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value, value]
+    if (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1 for v in value)):
+        lo, hi = sorted(float(v) for v in value)
+        return lo, hi
+    problems.append(Problem(file, "plan.mfu", f"must be a fraction or a [low, high] pair in (0, 1], got {value!r}",
+                            "e.g. plan: {mfu: [0.3, 0.4]}"))
+    return DEFAULT_MFU
+
+
+def from_recipe(recipe: Recipe) -> tuple[Workload, list[Problem]]:
+    """The workload of a loaded recipe, plus warnings; a ProblemReport for input the planner cannot use."""
+    file = recipe.path
+    problems: list[Problem] = []
+    lf = dict(recipe.llamafactory)
+    plan = dict(recipe.plan or {})
+    for key in plan:
+        if key not in PLAN_KEYS:
+            problems.append(Problem(file, f"plan.{key}", "unknown planner setting",
+                                    did_you_mean(key, PLAN_KEYS) or f"known: {', '.join(PLAN_KEYS)}", severity="warning"))
+    arch = arches.get(recipe.arch, file=file)
+    prec, _ = precision.resolve(recipe.precision, arch, file)  # precision problems are render's to report
+    spec = models.resolve(str(lf.get("model_name_or_path") or ""), plan.get("model"), file=file)
+
+    method = str(lf.get("finetuning_type", LF_DEFAULTS["finetuning_type"]))
+    if method not in ("lora", "full", "freeze"):
+        problems.append(Problem(file, "llamafactory.finetuning_type", f"`{method}` is not modelled by the planner",
+                                "it plans lora, freeze and full"))
+    quant = lf.get("quantization_bit")
+    if quant is not None and (isinstance(quant, bool) or not isinstance(quant, int) or quant not in (2, 3, 4, 5, 6, 8)):
+        problems.append(Problem(file, "llamafactory.quantization_bit", f"must be 2, 3, 4, 5, 6 or 8, got {quant!r}"))
+        quant = None
+    if quant is not None and method not in ("lora",):
+        problems.append(Problem(file, "llamafactory.quantization_bit", "quantized models train with LoRA only",
+                                "LLaMA-Factory refuses quantization with full or freeze fine-tuning"))
+    stage = str(lf.get("stage", "sft"))
+    if stage not in ("sft", "pt"):
+        problems.append(Problem(file, "llamafactory.stage", f"stage `{stage}` is planned as sft",
+                                "the reference model and paired sequences of preference training are not modelled",
+                                severity="warning"))
+
+    capacity = plan.get("gpu_memory_gb", arch.gpu_memory_gb)
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or capacity <= 0):
+        problems.append(Problem(file, "plan.gpu_memory_gb", f"must be a positive number of GB, got {capacity!r}"))
+        capacity = None
+    host = plan.get("host_memory_gb")
+    if host is not None and (isinstance(host, bool) or not isinstance(host, (int, float)) or host <= 0):
+        problems.append(Problem(file, "plan.host_memory_gb", f"must be a positive number of GB, got {host!r}"))
+        host = None
+    avg = plan.get("avg_tokens")
+    if avg is not None and (isinstance(avg, bool) or not isinstance(avg, int) or avg <= 0):
+        problems.append(Problem(file, "plan.avg_tokens", f"must be a whole number of tokens > 0, got {avg!r}"))
+        avg = None
+    epochs = lf.get("num_train_epochs", LF_DEFAULTS["num_train_epochs"])
+    max_steps = lf.get("max_steps", LF_DEFAULTS["max_steps"])
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int):
+        problems.append(Problem(file, "llamafactory.max_steps", f"must be a whole number, got {max_steps!r}"))
+        max_steps = -1
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, float)):
+        problems.append(Problem(file, "llamafactory.num_train_epochs", f"must be a number, got {epochs!r}"))
+        epochs = 0.0
+    if max_steps <= 0 and epochs <= 0:
+        problems.append(Problem(file, "llamafactory.num_train_epochs", f"{epochs!r} epochs and no max_steps: nothing to train",
+                                "set num_train_epochs > 0 or max_steps > 0"))
+    rank = _int(lf, "lora_rank", file, problems) if method == "lora" else LF_DEFAULTS["lora_rank"]
+    freeze_layers = lf.get("freeze_trainable_layers", LF_DEFAULTS["freeze_trainable_layers"])
+    if method == "freeze" and (isinstance(freeze_layers, bool) or not isinstance(freeze_layers, int) or freeze_layers == 0):
+        problems.append(Problem(file, "llamafactory.freeze_trainable_layers", f"must be a non-zero whole number, got {freeze_layers!r}"))
+        freeze_layers = 2
+    ds = _ds_settings(recipe.deepspeed)
+    flash = str(lf.get("flash_attn", arch.attention))
+    wl = Workload(
+        recipe=recipe.name, model=spec, arch=arch.name,
+        capacity_gib=float(capacity) if capacity is not None else None,
+        peak_tflops=arch.peak(prec.name), precision=prec.name, is_gpu=arch.is_gpu,
+        gpus_per_node=recipe.gpus_per_node, nodes=recipe.nodes, deepspeed=recipe.deepspeed,
+        method=method if method in ("lora", "full", "freeze") else "lora",
+        lora_rank=rank, lora_targets=_targets(lf, file, problems) if method == "lora" else models.LINEAR_MODULES,
+        lora_dropout=float(lf.get("lora_dropout", LF_DEFAULTS["lora_dropout"]) or 0.0),
+        extra_trainable=_extra(lf, "additional_target" if method == "lora" else "freeze_extra_modules"),
+        freeze_layers=int(freeze_layers),
+        quant_bits=quant, double_quant=bool(lf.get("double_quantization", True)),
+        pure_bf16=bool(lf.get("pure_bf16", False)) and prec.name == "bf16",
+        optim=str(lf.get("optim", LF_DEFAULTS["optim"])),
+        micro_batch=_int(lf, "per_device_train_batch_size", file, problems),
+        cutoff_len=_int(lf, "cutoff_len", file, problems),
+        grad_accum=_int(lf, "gradient_accumulation_steps", file, problems),
+        gradient_checkpointing=not bool(lf.get("disable_gradient_checkpointing", False)),
+        attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), stage=stage,
+        epochs=float(epochs), max_steps=int(max_steps),
+        mfu=_mfu(plan, file, problems), avg_tokens=avg,
+        host_memory_gb=float(host) if host is not None else None,
+        ds_reduce_bucket=ds.get("reduce_bucket_size"),
+        ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
+    )
+    if any(p.severity == "error" for p in problems):
+        raise ProblemReport(problems)
+    return wl, problems

@@ -1,0 +1,44 @@
+"""Shared fixtures: the project root, an offline job environment, and the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+def offline_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """What every real run in the tests gets: no hub, caches in the project, run dirs in a tmp folder."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")}
+    env.update({
+        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(ROOT / ".cache" / "hf"), "MPLCONFIGDIR": str(ROOT / ".cache" / "matplotlib"),
+        "TORCH_EXTENSIONS_DIR": str(ROOT / ".cache" / "torch_extensions"),
+        "ROCMFT_RUNS": str(tmp / "runs"),
+    })
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def job_env(tmp_path) -> dict[str, str]:
+    return offline_env(tmp_path)
+
+
+def rocmft(*args: str, env: dict[str, str], timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "rocmft.cli.main", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    model = ROOT / "models" / "tiny-llama"
+    if not (model / "rocmft-tiny.json").is_file():
+        subprocess.run([PYTHON, str(ROOT / "scripts" / "make_tiny_model.py")], cwd=ROOT, check=True)
+    return model

@@ -1,0 +1,270 @@
+"""RUNTIME=docker for real: the tiny model trained inside the CPU image by a real Docker daemon.
+
+Needs a daemon (DOCKER_HOST, e.g. from `eval "$(scripts/ci/dockerd-up.sh)"`, or /var/run/docker.sock) and
+the CPU image (`make wheelhouse ARCH=cpu && make image ARCH=cpu OFFLINE=1`). Skipped only when no daemon
+is configured at all; a configured daemon without the image FAILS (CI must build it first).
+
+- `make train RECIPE=tiny-cpu RUNTIME=docker ARCH=cpu`: 1 process; adapter and falling loss read on the host
+  side of the mount; no secret written; the container removed.
+- 2 processes under torchrun, launched by a NON-ROOT user: the launcher runs under `setpriv --reuid` as
+  uid 1000 (ROCMFT_TEST_UID) with the docker socket's group (a user in the `docker` group), on a copy
+  of the project that user owns; every file the container wrote must belong to that uid, not root.
+- Ctrl-C: SIGINT to the launcher; the container must be gone within 15 s and the run marked interrupted.
+- A launcher killed with SIGKILL leaves its container running: `rocmft runs` reports it with `docker rm -f`.
+- Bad input: unreachable daemon, an image without the arch label, a GPU recipe on a host without GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PYTHON, ROOT, offline_env, rocmft
+
+pytestmark = pytest.mark.docker
+SECRET = "hf_docker_test_SECRET_value"
+TEST_UID = int(os.environ.get("ROCMFT_TEST_UID", "1000"))
+
+
+def _configured() -> bool:
+    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
+
+
+@pytest.fixture(scope="module")
+def client():
+    if not _configured():
+        pytest.skip("no Docker daemon configured (DOCKER_HOST unset and no /var/run/docker.sock); "
+                    "in CI: eval \"$(scripts/ci/dockerd-up.sh)\"")
+    from rocmft.launch.docker import connect
+    from rocmft.problems import ProblemReport
+
+    try:
+        return connect(timeout=120)
+    except ProblemReport as exc:
+        pytest.fail(f"a Docker daemon is configured but not usable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def cpu_image(client):
+    from rocmft.image import find_image, image_arch, tags
+
+    image = find_image(client, "cpu")
+    if image is None:
+        pytest.fail(f"no CPU image ({', '.join(tags('cpu'))}) on the daemon: build it first with "
+                    "`make wheelhouse ARCH=cpu && make image ARCH=cpu OFFLINE=1`")
+    assert image_arch(image) == "cpu"
+    return image
+
+
+def containers_of(client, run_dir: Path) -> list:
+    return client.containers.list(all=True, filters={"label": f"ai.rocmft.run={run_dir}"})
+
+
+def losses(run_dir: Path) -> list[float]:
+    lines = (run_dir / "output" / "trainer_log.jsonl").read_text().splitlines()
+    return [json.loads(line)["loss"] for line in lines if "loss" in json.loads(line)]
+
+
+def no_secret_written(run_dir: Path) -> None:
+    for path in run_dir.rglob("*"):
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            assert SECRET.encode() not in path.read_bytes(), f"the secret was written to {path}"
+
+
+def test_make_train_tiny_cpu_in_container_1_process(client, cpu_image, tiny_model, tmp_path):
+    env = offline_env(tmp_path, HF_TOKEN=SECRET)
+    started = time.monotonic()
+    out = subprocess.run(["make", "train", "RECIPE=tiny-cpu", "RUNTIME=docker", "ARCH=cpu", "RUN_NAME=docker-1p"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    elapsed = time.monotonic() - started
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    run_dir = tmp_path / "runs" / "docker-1p"
+    # read on the host side of the mount
+    assert (run_dir / "output" / "adapter_model.safetensors").stat().st_size > 0
+    loss = losses(run_dir)
+    assert len(loss) >= 10 and loss[-1] < loss[0], loss
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "succeeded" and status["runtime"] == "docker" and status["exit_code"] == 0
+    spec = json.loads((run_dir / "container.json").read_text())
+    assert spec["command"][:4] == ["python", "-u", "-m", "rocmft.worker"] and spec["secret_env"] == ["HF_TOKEN"]
+    assert spec["devices"] == [] and spec["shm_size"] == "2g" and spec["init"] is True
+    versions = json.loads((run_dir / "versions.json").read_text())
+    assert versions["image"] == cpu_image.id and versions["image_labels"]["ai.rocmft.arch"] == "cpu"
+    assert "[rocmft] loss" in out.stdout  # the live progress display
+    assert "{'loss'" in (run_dir / "train.log").read_text()
+    no_secret_written(run_dir)
+    assert containers_of(client, run_dir) == []  # removed at the end
+    print(f"1-process container training: {elapsed:.1f} s")
+
+
+def _socket_gid() -> int | None:
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://"):
+        try:
+            return os.stat(host[len("unix://"):]).st_gid
+        except OSError:
+            return None
+    return None
+
+
+@pytest.fixture
+def user_project(tiny_model):
+    """A copy of the project owned by TEST_UID (pytest's tmp dirs are 0700 root: not reachable by it)."""
+    if os.getuid() != 0:
+        pytest.skip("the non-root launch test switches user with setpriv: run the docker tests as root (CI)")
+    if not shutil.which("setpriv"):
+        pytest.fail("setpriv (util-linux) is missing")
+    base = Path(tempfile.mkdtemp(prefix="rocmft-user-"))
+    os.chmod(base, 0o755)
+    project = base / "project"
+    shutil.copytree(ROOT, project, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "runs", ".cache", "wheelhouse", "build", "__pycache__", "*.egg-info", ".pytest_cache", "results"))
+    for path in [project, *project.rglob("*")]:
+        os.lchown(path, TEST_UID, TEST_UID)
+    yield project
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_image, user_project):
+    project = user_project
+    env = offline_env(project, HF_TOKEN=SECRET, ROCMFT_ROOT=str(project), HOME=str(project / ".home"),
+                      HF_HOME=str(project / ".cache" / "hf"), MPLCONFIGDIR=str(project / ".cache" / "matplotlib"),
+                      TORCH_EXTENSIONS_DIR=str(project / ".cache" / "torch_extensions"))
+    env.pop("ROCMFT_RUNS")  # runs/ inside the user's project
+    gid = _socket_gid()
+    groups = ["--groups", str(gid)] if gid is not None else ["--clear-groups"]
+    cmd = ["setpriv", f"--reuid={TEST_UID}", f"--regid={TEST_UID}", *groups,
+           PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker", "--run-name", "docker-2p",
+           "--set", "gpus_per_node=2"]
+    started = time.monotonic()
+    out = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    elapsed = time.monotonic() - started
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    run_dir = project / "runs" / "docker-2p"
+    assert (run_dir / "output" / "adapter_model.safetensors").is_file()
+    loss = losses(run_dir)
+    assert len(loss) >= 10 and loss[-1] < loss[0], loss
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["nproc_per_node"] == 2 and "torch.distributed.run" in plan["argv"]
+    spec = json.loads((run_dir / "container.json").read_text())
+    assert spec["user"] == f"{TEST_UID}:{TEST_UID}"
+    owners = {(p.relative_to(project), p.lstat().st_uid) for p in run_dir.rglob("*")}
+    root_owned = sorted(str(p) for p, uid in owners if uid != TEST_UID)
+    assert not root_owned, f"files not owned by uid {TEST_UID}: {root_owned[:10]}"
+    assert len(owners) > 10  # adapter, checkpoints, logs: the container wrote them as the user
+    no_secret_written(run_dir)
+    assert containers_of(client, run_dir) == []
+    print(f"2-process container training as uid {TEST_UID}: {elapsed:.1f} s")
+
+
+def _start_launcher(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path, Path]:
+    env = offline_env(tmp_path)
+    log = tmp_path / f"{name}.out"
+    proc = subprocess.Popen([PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker",
+                             "--run-name", name, "--set", "max_steps=200 save_steps=1000"],
+                            cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    return proc, tmp_path / "runs" / name, log
+
+
+def _wait_running(client, proc, run_dir: Path, log: Path, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        found = containers_of(client, run_dir)
+        if found and found[0].status == "running" and (run_dir / "train.log").is_file() \
+                and (run_dir / "train.log").stat().st_size > 0:
+            return
+        time.sleep(0.5)
+    proc.kill()
+    pytest.fail("the container never started: " + log.read_text()[-3000:])
+
+
+def test_ctrl_c_stops_and_removes_the_container(client, cpu_image, tiny_model, tmp_path):
+    proc, run_dir, log = _start_launcher(tmp_path, "docker-interrupt")
+    try:
+        _wait_running(client, proc, run_dir, log)
+        time.sleep(2)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        while containers_of(client, run_dir) and time.monotonic() - sent < 30:
+            time.sleep(0.2)
+        gone_after = time.monotonic() - sent
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for c in containers_of(client, run_dir):
+            c.remove(force=True)
+    assert gone_after < 15, f"container still there {gone_after:.1f} s after Ctrl-C"
+    assert code == 130, log.read_text()[-3000:]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "interrupted" and status["signal"] == "SIGINT"
+    assert "marked interrupted" in log.read_text()
+    print(f"container gone {gone_after:.1f} s after SIGINT")
+
+
+def test_make_runs_reports_container_of_a_crashed_launcher(client, cpu_image, tiny_model, tmp_path):
+    proc, run_dir, log = _start_launcher(tmp_path, "docker-orphan")
+    try:
+        _wait_running(client, proc, run_dir, log)
+        proc.kill()  # the launcher crashes: nobody stops the container
+        proc.wait(timeout=10)
+        assert [c.status for c in containers_of(client, run_dir)] == ["running"]
+        out = rocmft("runs", env=offline_env(tmp_path), timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "Containers left by a crashed launcher" in out.stdout
+        assert "docker rm -f rocmft-docker-orphan" in out.stdout
+        row = next(line for line in out.stdout.splitlines() if line.startswith("docker-orphan"))
+        assert "interrupted" in row and "launcher gone" in row
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for c in containers_of(client, run_dir):
+            c.remove(force=True)
+
+
+def test_unreachable_daemon_is_a_clear_message_before_any_run_dir(tiny_model, tmp_path):
+    env = offline_env(tmp_path, DOCKER_HOST=f"unix://{tmp_path}/nothing.sock")
+    out = rocmft("train", "tiny-cpu", "--runtime", "docker", env=env, timeout=300)
+    assert out.returncode == 2
+    assert "cannot reach the Docker daemon" in out.stderr and "RUNTIME=local" in out.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_image_without_arch_label_is_refused(client, cpu_image, tiny_model, tmp_path):
+    from rocmft import arches
+    from rocmft.image.docker_api import get_image
+
+    base = arches.table()["cpu"].base_image
+    if get_image(client, base) is None:
+        pytest.skip(f"{base} (the unlabelled base image) is not on this daemon")
+    out = rocmft("train", "tiny-cpu", "--runtime", "docker", "--docker-image", base, env=offline_env(tmp_path), timeout=300)
+    assert out.returncode == 2 and "no ai.rocmft.arch label" in out.stderr, out.stderr
+
+
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this host has an AMD GPU driver")
+def test_gpu_recipe_on_a_host_without_gpu(client, tmp_path):
+    out = rocmft("train", "llama3-8b-z3", "--runtime", "docker", "--no-plan", env=offline_env(tmp_path), timeout=300)
+    assert out.returncode == 2 and "no AMD GPU found on this host" in out.stderr, out.stderr
+    assert "make demo" in out.stderr
+
+
+def test_make_shell_runs_a_command_in_the_image(client, cpu_image, tmp_path):
+    out = subprocess.run([PYTHON, "-m", "rocmft.cli.main", "shell", "--arch", "cpu", "--", "sh", "-c",
+                          "id -u; pwd; python -c 'import rocmft, llamafactory; print(\"ok\")'"],
+                         cwd=ROOT, env=offline_env(tmp_path), capture_output=True, text=True, timeout=300,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.split()
+    assert lines[:2] == [str(os.getuid()), str(ROOT)] and lines[-1] == "ok"
+    assert stat.S_ISDIR(os.stat(ROOT / ".cache" / "container-home").st_mode)

@@ -1,0 +1,148 @@
+"""The CPU image, for real: built by CI beforehand (this file never builds it):
+
+    eval "$(scripts/ci/dockerd-up.sh)"; scripts/ci/build-cpu-base.sh
+    make wheelhouse ARCH=cpu; make image ARCH=cpu OFFLINE=1
+
+Skipped only when no Docker daemon is configured at all (no DOCKER_HOST, no /var/run/docker.sock).
+With a daemon configured, an unreachable daemon or a missing image FAILS: CI must have built it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rocmft import arches
+from rocmft.cli.main import main
+from rocmft.image import build_plan, docker_api, find_image, image_arch
+from rocmft.image.versions import from_lock
+from rocmft.problems import ProblemReport
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_HINT = "build it first: eval \"$(scripts/ci/dockerd-up.sh)\"; scripts/ci/build-cpu-base.sh; " \
+             "make wheelhouse ARCH=cpu; make image ARCH=cpu OFFLINE=1"
+
+
+def _configured() -> bool:
+    return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
+
+
+@pytest.fixture(scope="module")
+def client():
+    if not _configured():
+        pytest.skip("no Docker daemon configured (DOCKER_HOST unset, no /var/run/docker.sock): "
+                    "eval \"$(scripts/ci/dockerd-up.sh)\" to run these")
+    try:
+        return docker_api.connect()
+    except ProblemReport as report:
+        pytest.fail(f"a Docker daemon is configured but not reachable: {report}")
+
+
+@pytest.fixture(scope="module")
+def image(client):
+    found = find_image(client, "cpu")
+    if found is None:
+        pytest.fail(f"no rocmft image for cpu (rocmft:<version>-cpu / rocmft:cpu): {BUILD_HINT}")
+    return found
+
+
+def run_container(client, image, command=None, *, environment=None, timeout=300):
+    """Run to completion with no network and an init (as the launcher does); (exit code, output)."""
+    container = client.containers.create(image.id, command, environment=environment or {}, init=True,
+                                         network_mode="none", working_dir="/workspace")
+    try:
+        container.start()
+        status = container.wait(timeout=timeout)
+        return status["StatusCode"], container.logs(stdout=True, stderr=True).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+
+
+def test_image_labels_say_what_it_holds(image):
+    labels = docker_api.image_labels(image)
+    plan = build_plan(arches.table()["cpu"], from_lock(), labels.get("ai.rocmft.commit", ""), offline=True)
+    assert image_arch(image) == "cpu"
+    for key, value in plan.labels.items():
+        if key in ("ai.rocmft.commit", "org.opencontainers.image.revision"):
+            continue
+        assert labels.get(key) == value, f"label {key}: image has {labels.get(key)!r}, plan says {value!r}"
+    commit = labels["ai.rocmft.commit"]
+    assert commit == labels["org.opencontainers.image.revision"] and (len(commit) >= 40 or commit == "unknown")
+    assert labels["ai.rocmft.selfcheck"] == "passed" and labels["ai.rocmft.offline"] == "1"
+    assert image.tags and {"rocmft:cpu"} <= set(image.tags)
+
+
+def test_default_command_shows_the_build_time_self_check(client, image):
+    code, out = run_container(client, image)
+    assert code == 0, out
+    assert "self-check (cpu" in out and "PASSED" in out
+    for name in ("torch", "llamafactory imports", "deepspeed imports", "no nvidia packages"):
+        assert f"ok   {name}" in out, out
+
+
+PROBE = r"""
+import json, os, shutil, subprocess, sys
+import torch, llamafactory, deepspeed, transformers
+import llamafactory.data.mm_plugin, llamafactory.hparams
+from importlib import metadata
+dists = sorted(d.metadata["Name"].lower() for d in metadata.distributions())
+print(json.dumps({
+    "torch": torch.__version__, "hip": torch.version.hip, "cuda": torch.version.cuda,
+    "llamafactory": llamafactory.__version__, "deepspeed": deepspeed.__version__,
+    "nvidia": [d for d in dists if d.startswith("nvidia")], "torchvision": "torchvision" in dists,
+    "tools": {t: shutil.which(t) for t in ("python", "torchrun", "llamafactory-cli", "rocmft")},
+    "wheelhouse": os.path.exists("/wheelhouse"), "workspace": sorted(os.listdir("/workspace")),
+    "cwd": os.getcwd(), "rocmft": __import__("rocmft").__version__,
+    "selfcheck": json.load(open("/opt/rocmft/selfcheck.json"))["passed"],
+}))
+"""
+
+
+def test_container_imports_the_stack_and_holds_no_build_leftovers(client, image):
+    code, out = run_container(client, image, ["python", "-c", PROBE])
+    assert code == 0, out
+    data = json.loads(out.strip().splitlines()[-1])
+    versions = from_lock()
+    assert data["torch"].split("+")[0] == versions.torch_cpu and data["hip"] is None and data["cuda"] is None
+    assert (data["llamafactory"], data["deepspeed"]) == (versions.llamafactory, versions.deepspeed)
+    assert data["nvidia"] == [] and data["torchvision"] is False
+    assert all(data["tools"].values()), data["tools"]
+    assert all(path.startswith("/opt/rocmft/venv/bin/") for path in data["tools"].values())
+    assert data["wheelhouse"] is False  # the wheelhouse stays in the build stage
+    assert data["workspace"] == [] and data["cwd"] == "/workspace"  # recipes/data are mounted, never baked
+    assert data["selfcheck"] is True
+
+
+def test_entrypoint_refuses_a_gpu_arch_without_devices(client, image):
+    # The cpu image told it is a gfx942 image: no /dev/kfd in this container, so the check must stop it.
+    code, out = run_container(client, image, ["echo", "should-not-run"], environment={"ROCMFT_IMAGE_ARCH": "gfx942"})
+    assert code == 2, out
+    assert "should-not-run" not in out
+    assert "/dev/kfd is missing" in out and "--device=/dev/kfd" in out and "--device=/dev/dri" in out
+    code, out = run_container(client, image, ["echo", "ran"],
+                              environment={"ROCMFT_IMAGE_ARCH": "gfx942", "ROCMFT_SKIP_GPU_CHECK": "1"})
+    assert code == 0 and "ran" in out
+
+
+def test_image_is_lean(image):
+    # venv (~2 GB) on a ~170 MB base: the ~530 MB wheelhouse must not be in any layer of the final image.
+    assert image.attrs["Size"] < 3.2e9, f"image is {image.attrs['Size'] / 1e9:.2f} GB"
+
+
+def test_image_info_reads_the_labels(image, capsys):
+    assert main(["image-info", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "rocmft:cpu" in out and "llamafactory" in out and "selfcheck" in out and "passed" in out
+
+
+def test_offline_check_of_a_missing_base_does_not_pull(client):
+    ref = "rocmft-base:no-such-image-for-tests"
+    with pytest.raises(ProblemReport) as info:
+        docker_api.require_base(client, ref, offline=True, arch="cpu")
+    assert "not present locally" in info.value.problems[0].message
+    assert docker_api.get_image(client, ref) is None

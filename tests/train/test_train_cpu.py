@@ -1,0 +1,168 @@
+"""Real training on CPU with the tiny model, through the same CLI users run (`pytest -m train`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, offline_env, rocmft
+
+pytestmark = pytest.mark.train
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, tiny_model):
+    return offline_env(tmp_path_factory.mktemp("train"))
+
+
+def runs_dir(env) -> Path:
+    return Path(env["ROCMFT_RUNS"])
+
+
+def train(env, name, *overrides, expect=0, timeout=900):
+    proc = rocmft("train", "tiny-cpu", "--runtime", "local", "--run-name", name, *overrides, env=env, timeout=timeout)
+    assert proc.returncode == expect, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, runs_dir(env) / name
+
+
+def losses(run):
+    return [json.loads(line)["loss"] for line in (run / "output" / "trainer_log.jsonl").read_text().splitlines()
+            if "loss" in json.loads(line)]
+
+
+def assert_trained(run):
+    from safetensors import safe_open
+
+    adapter = run / "output" / "adapter_model.safetensors"
+    assert adapter.is_file()
+    with safe_open(str(adapter), "pt") as f:
+        lora = [k for k in f.keys() if "lora_A" in k or "lora_B" in k]
+    assert len(lora) >= 2 * 7 * 2  # A and B for 7 targeted modules in each of 2 layers
+    values = losses(run)
+    assert len(values) >= 10 and values[-1] < values[0], values
+    assert json.loads((run / "status.json").read_text())["state"] == "succeeded"
+
+
+@pytest.fixture(scope="module")
+def one_process(env):
+    return train(env, "one")
+
+
+def test_one_process(one_process):
+    proc, run = one_process
+    assert_trained(run)
+    for name in ("recipe.resolved.yaml", "train.yaml", "plan.json", "versions.json", "train.log", "output/training_loss.png"):
+        assert (run / name).is_file(), name
+    versions = json.loads((run / "versions.json").read_text())
+    assert versions["git_commit"] != "unknown" and versions["host_stack"]["llamafactory"] == "0.9.5"
+    assert "adapter_model.safetensors" in proc.stdout and "training_loss.png" in proc.stdout
+
+
+def test_two_processes_torchrun_gloo(env):
+    _, run = train(env, "ddp", "gpus_per_node=2")
+    assert_trained(run)
+    assert "world size: 2" in (run / "train.log").read_text()
+    assert json.loads((run / "plan.json").read_text())["nproc_per_node"] == 2
+
+
+def test_two_processes_deepspeed_zero3(env):
+    _, run = train(env, "zero3", "gpus_per_node=2", "deepspeed=zero3", timeout=1200)
+    assert_trained(run)
+    ds = json.loads((run / "ds_config.json").read_text())
+    assert ds["zero_optimization"]["stage"] == 3
+    assert yaml.safe_load((run / "train.yaml").read_text())["deepspeed"].endswith("/zero3/ds_config.json")
+
+
+def test_watchdog_leaves_a_normal_run_unchanged(env, one_process):
+    _, run = train(env, "nowatch", "watchdog=false")
+    assert losses(run) == losses(one_process[1])
+
+
+def test_resume_continues_the_step_count_with_a_lower_learning_rate(env, one_process):
+    proc, run = train(env, "resumed", "--resume", "one", "max_steps=16", "learning_rate=1e-3")
+    log = [json.loads(line) for line in (run / "output" / "trainer_log.jsonl").read_text().splitlines()]
+    assert log[0]["current_steps"] == 13 and log[-1]["current_steps"] == 16  # joins up after checkpoint-12
+    assert all(entry["lr"] <= 1e-3 + 1e-12 for entry in log if "lr" in entry)
+    status = json.loads((run / "status.json").read_text())
+    assert status["resumed_from"].endswith("one/output/checkpoint-12")
+
+
+def test_export_merges_the_adapter(env, one_process):
+    run = one_process[1]
+    proc = rocmft("export", str(run), env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (run / "merged" / "model.safetensors").is_file() and (run / "merged" / "config.json").is_file()
+    again = rocmft("export", str(run), env=env)
+    assert again.returncode == 2 and "not overwritten" in again.stderr
+
+
+def test_divergence_is_stopped_with_advice(env):
+    # A full fine-tune of the tiny model at lr 10: the loss jumps from ~6.7 to thousands at step 2.
+    # (A LoRA at absurd rates only saturates this tiny model at ln(vocab), which is no divergence.)
+    proc, run = train(env, "diverge", "learning_rate=10", "finetuning_type=full", "save_steps=2", expect=3)
+    report = json.loads((run / "diverged.json").read_text())
+    assert report["step"] < 12 and report["loss_tail"] and report["precision"] == "fp32"
+    assert report["learning_rate"] == 10
+    assert "DIVERGED" in proc.stdout and "halve the learning rate" in proc.stdout
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "diverged" and status["exit_code"] == 3
+    assert not (run / "output" / "model.safetensors").exists()  # diverged weights never saved as final
+    assert "last good checkpoint: " in proc.stdout
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    kids = [int(x) for x in out.split()]
+    return kids + [g for k in kids for g in _children(k)]
+
+
+def _start(env, name, *overrides):
+    return subprocess.Popen([sys.executable, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "local",
+                             "--run-name", name, "--quiet", "max_steps=100000", "save_steps=100000", *overrides],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_training(run: Path, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        log = run / "output" / "trainer_log.jsonl"
+        if log.is_file() and log.stat().st_size > 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError("training did not start")
+
+
+def test_ctrl_c_stops_every_process_and_marks_interrupted(env):
+    launcher = _start(env, "interrupted", "gpus_per_node=2")
+    run = runs_dir(env) / "interrupted"
+    _wait_for_training(run)
+    tree = _children(launcher.pid)
+    assert len(tree) >= 3  # torchrun + 2 ranks
+    launcher.send_signal(signal.SIGINT)
+    assert launcher.wait(timeout=30) == 130
+    time.sleep(1)
+    alive = [p for p in tree if Path(f"/proc/{p}").exists() and "zombie" not in Path(f"/proc/{p}/status").read_text()]
+    assert alive == [], "orphaned processes"
+    assert json.loads((run / "status.json").read_text())["state"] == "interrupted"
+
+
+def test_a_killed_rank_fails_the_job_naming_the_rank(env):
+    launcher = _start(env, "killed", "gpus_per_node=2")
+    run = runs_dir(env) / "killed"
+    _wait_for_training(run)
+    rank1 = [p for p in _children(launcher.pid)
+             if b"LOCAL_RANK=1\x00" in Path(f"/proc/{p}/environ").read_bytes()]
+    assert rank1, "rank 1 not found"
+    os.kill(rank1[0], signal.SIGKILL)
+    out, _ = launcher.communicate(timeout=120)
+    assert launcher.returncode != 0
+    assert "rank 1 (local_rank 1)" in out and "SIGKILL" in out, out[-2000:]
+    assert json.loads((run / "status.json").read_text())["state"] == "failed"

@@ -1,0 +1,429 @@
+"""RUNTIME=docker as data: the exact container for gfx942 x 8, gfx942 x GPUS=2,3, gfx1100 x 1 and cpu, built
+from real recipes and a hand-made host (HostFacts); no secret in it; the checks before a launch; and the
+SDK driver against a fake client (start failure, early death, Ctrl-C)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+from rocmft import arches, recipes, runs
+from rocmft.host import GPU, HostFacts
+from rocmft.launch import docker as rt
+from rocmft.launch import plan as lp
+from rocmft.problems import ProblemReport
+
+A = arches.table()
+ROOT = "/home/alice/rocmft"
+SECRET = "hf_TOPSECRETvalue123"
+CALLER = {"HF_HOME": "/data/hf", "HF_TOKEN": SECRET, "WANDB_API_KEY": "wandb_SECRET456", "PATH": "/usr/bin"}
+
+
+def mi300x_node(**kw) -> HostFacts:
+    """An 8x MI300X node as the KFD topology reports it: GPU i has render node renderD(128+i)."""
+    gpus = tuple(GPU(i, "gfx942", "AMD Instinct MI300X", f"/dev/dri/renderD{128 + i}", f"0000:{0x0c + i:02x}:00.0")
+                 for i in range(8))
+    base = dict(uid=1000, gid=1000, user="alice", project_root=ROOT, hf_home="/data/hf", hf_home_explicit=True,
+                runs_dir=f"{ROOT}/runs", home="/home/alice", hostname="mi300x-01", groups=(1000, 44, 109),
+                video_gid=44, render_gid=109,
+                devices=("/dev/kfd", *(f"/dev/dri/card{i}" for i in range(8)), *(g.render_node for g in gpus)),
+                gpus=gpus, gpu_source="sysfs")
+    base.update(kw)
+    devices = base["devices"]
+    base.setdefault("accessible", devices)
+    return HostFacts(**base)
+
+
+def workstation_7900xtx(**kw) -> HostFacts:
+    base = dict(uid=1001, gid=1001, user="bob", project_root=ROOT, hf_home="/home/bob/.cache/huggingface",
+                runs_dir=f"{ROOT}/runs", hostname="ws", groups=(1001, 44, 992), video_gid=44, render_gid=992,
+                devices=("/dev/kfd", "/dev/dri/card0", "/dev/dri/renderD128"),
+                gpus=(GPU(0, "gfx1100", "Radeon RX 7900 XTX", "/dev/dri/renderD128"),), gpu_source="sysfs")
+    base.update(kw)
+    return HostFacts(**base)
+
+
+def laptop(**kw) -> HostFacts:
+    base = dict(uid=1000, gid=1000, user="carol", project_root=ROOT, hf_home=f"{ROOT}/.cache/hf",
+                runs_dir=f"{ROOT}/runs", hostname="laptop")
+    base.update(kw)
+    return HostFacts(**base)
+
+
+def plan_for(name, overrides=(), gpus=None, env=CALLER, run_path="runs/x"):
+    r = recipes.load(name, list(overrides))
+    return lp.build(r, A[r.arch], run_path, env, python="/usr/bin/python3", gpus=gpus)
+
+
+def spec_for(name, host, overrides=(), gpus=None, **kw):
+    p = plan_for(name, overrides, gpus)
+    return rt.container_spec(p, A[p.arch], host, image=f"rocmft:{p.arch}", launcher_pid=4242, **kw)
+
+
+GPU_FLAGS = dict(group_add=("44", "109"), ipc_mode="host", shm_size=None, security_opt=("seccomp=unconfined",),
+                 ulimits=(rt.Ulimit("memlock", -1, -1),), init=True, interactive=False)
+PROJECT_MOUNT = rt.Mount(ROOT, ROOT, why="the project: recipes, data, models, rendered files, run dirs; "
+                                         "the job's working directory (paths in the rendered files are relative to it)")
+HF_MOUNT = rt.Mount("/data/hf", "/data/hf", create=True, why="HF cache (HF_HOME): hub models, datasets, tokens")
+
+
+def test_spec_gfx942_8gpu_plan_as_data():
+    spec = spec_for("llama3-8b-z3", mi300x_node())
+    assert spec == rt.ContainerSpec(
+        image="rocmft:gfx942",
+        command=("python", "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "8",
+                 "-m", "rocmft.worker", "--run-dir", "runs/x"),
+        name="rocmft-x",
+        environment={
+            "HF_HOME": "/data/hf", "HOME": f"{ROOT}/.cache/container-home",
+            # the gfx942 entry of docker/arches.yaml
+            "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "NCCL_MIN_NCHANNELS": "112",
+            "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
+        },
+        secret_env=("HF_TOKEN", "WANDB_API_KEY"),
+        devices=("/dev/kfd", "/dev/dri"),  # every GPU: ROCr numbers them as on the host
+        mounts=(PROJECT_MOUNT, HF_MOUNT),
+        working_dir=ROOT,
+        user="1000:1000",
+        labels={"ai.rocmft.run": f"{ROOT}/runs/x", "ai.rocmft.arch": "gfx942", "ai.rocmft.image": "rocmft:gfx942",
+                "ai.rocmft.launcher.host": "mi300x-01", "ai.rocmft.launcher.pid": "4242"},
+        **GPU_FLAGS,
+    )
+    assert "ROCR_VISIBLE_DEVICES" not in spec.environment
+
+
+def test_spec_gfx942_gpus_2_3_plan_as_data():
+    """GPUS=2,3: only those two render nodes enter the container, where ROCr numbers them 0 and 1; keeping
+    ROCR_VISIBLE_DEVICES=2,3 in there would select GPUs that do not exist, so it is dropped."""
+    p = plan_for("llama3-8b-z3", ["gpus_per_node=2"], gpus=("2", "3"))
+    assert p.env["ROCR_VISIBLE_DEVICES"] == "2,3"  # the plan (and RUNTIME=local) select by variable
+    spec = rt.container_spec(p, A["gfx942"], mi300x_node(), image="rocmft:gfx942", launcher_pid=4242)
+    assert spec.devices == ("/dev/kfd", "/dev/dri/renderD130", "/dev/dri/renderD131")
+    assert "ROCR_VISIBLE_DEVICES" not in spec.environment
+    assert "HIP_VISIBLE_DEVICES" not in spec.environment and "CUDA_VISIBLE_DEVICES" not in spec.environment
+    assert spec.command[spec.command.index("--nproc_per_node") + 1] == "2"
+    assert spec.mounts == (PROJECT_MOUNT, HF_MOUNT)
+    assert (spec.group_add, spec.ipc_mode, spec.security_opt, spec.ulimits) == (
+        GPU_FLAGS["group_add"], "host", ("seccomp=unconfined",), (rt.Ulimit("memlock", -1, -1),))
+    assert rt.check_host(p, A["gfx942"], mi300x_node()) == []
+
+
+def test_spec_gpu_subset_without_known_render_nodes_keeps_rocr_selection():
+    host = mi300x_node(gpus=tuple(GPU(i, "gfx942") for i in range(8)), gpu_source="rocminfo")
+    spec = spec_for("llama3-8b-z3", host, ["gpus_per_node=2"], gpus=("2", "3"))
+    assert spec.devices == ("/dev/kfd", "/dev/dri")
+    assert spec.environment["ROCR_VISIBLE_DEVICES"] == "2,3"
+
+
+def test_spec_gfx1100_1gpu_plan_as_data():
+    spec = spec_for("qwen2.5-7b-lora-7900xtx", workstation_7900xtx())
+    assert spec.command == ("python", "-u", "-m", "rocmft.worker", "--run-dir", "runs/x")
+    assert spec.environment == {
+        "HF_HOME": "/home/bob/.cache/huggingface", "HOME": f"{ROOT}/.cache/container-home",
+        "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL": "1",  # the gfx1100 entry of docker/arches.yaml
+        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
+    }
+    assert spec.devices == ("/dev/kfd", "/dev/dri")
+    assert spec.group_add == ("44", "992")  # the host's GIDs, not names the image may not know
+    assert spec.user == "1001:1001"
+    assert spec.mounts == (PROJECT_MOUNT, rt.Mount("/home/bob/.cache/huggingface", "/home/bob/.cache/huggingface",
+                                                   create=True, why=HF_MOUNT.why))
+    assert (spec.ipc_mode, spec.shm_size, spec.security_opt) == ("host", None, ("seccomp=unconfined",))
+    assert spec.ulimits == (rt.Ulimit("memlock", -1, -1),)
+    assert spec.image == "rocmft:gfx1100" and spec.labels["ai.rocmft.arch"] == "gfx1100"
+
+
+def test_spec_gfx1100_as_docker_run_line():
+    argv = rt.docker_run_argv(spec_for("qwen2.5-7b-lora-7900xtx", workstation_7900xtx()))
+    assert argv == [
+        "docker", "run", "--rm", "--pull=never", "--name", "rocmft-x", "--init",
+        "--device=/dev/kfd", "--device=/dev/dri", "--group-add=44", "--group-add=992", "--ipc=host",
+        "--security-opt=seccomp=unconfined", "--ulimit=memlock=-1:-1",
+        f"--volume={ROOT}:{ROOT}", "--volume=/home/bob/.cache/huggingface:/home/bob/.cache/huggingface",
+        f"--workdir={ROOT}", "--user=1001:1001",
+        "--env=HF_HOME=/home/bob/.cache/huggingface", f"--env=HOME={ROOT}/.cache/container-home",
+        "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", "--env=ROCMFT_RUN_DIR=runs/x",
+        "--env=TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
+        "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",
+        "--label=ai.rocmft.launcher.host=ws", "--label=ai.rocmft.launcher.pid=4242",
+        f"--label=ai.rocmft.run={ROOT}/runs/x",
+        "rocmft:gfx1100", "python", "-u", "-m", "rocmft.worker", "--run-dir", "runs/x",
+    ]
+
+
+def test_spec_cpu_has_no_gpu_flags():
+    spec = spec_for("tiny-cpu", laptop(), ["gpus_per_node=2"])
+    assert spec.devices == () and spec.group_add == () and spec.security_opt == () and spec.ulimits == ()
+    assert (spec.ipc_mode, spec.shm_size) == (None, "2g")
+    assert spec.environment["DS_ACCELERATOR"] == "cpu" and spec.environment["OMP_NUM_THREADS"] == "1"
+    assert spec.mounts == (PROJECT_MOUNT,)  # HF_HOME inside the project: no mount of its own
+    assert spec.command[:3] == ("python", "-m", "torch.distributed.run")
+
+
+@pytest.mark.parametrize("name,host", [("llama3-8b-z3", mi300x_node()), ("qwen2.5-7b-lora-7900xtx", workstation_7900xtx()),
+                                       ("tiny-cpu", laptop())])
+def test_no_secret_in_spec_or_records(name, host):
+    spec = spec_for(name, host)
+    recorded = spec.to_json() + " ".join(rt.docker_run_argv(spec)) + repr(spec)
+    assert SECRET not in recorded and "wandb_SECRET456" not in recorded
+    assert "HF_TOKEN" in spec.secret_env and "HF_TOKEN" not in spec.environment
+    # the values exist only in the environment handed to the daemon at create time
+    env = rt.runtime_environment(spec, CALLER)
+    assert env["HF_TOKEN"] == SECRET and env["WANDB_API_KEY"] == "wandb_SECRET456"
+    assert rt.sdk_kwargs(spec, CALLER)["environment"]["HF_TOKEN"] == SECRET
+    assert "HF_TOKEN" not in rt.runtime_environment(spec, {})  # unset at launch: not passed
+
+
+def test_sdk_kwargs_gpu_subset():
+    spec = spec_for("llama3-8b-z3", mi300x_node(), ["gpus_per_node=2"], gpus=("2", "3"))
+    kw = rt.sdk_kwargs(spec, {})
+    assert kw["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri/renderD130:/dev/dri/renderD130:rwm",
+                             "/dev/dri/renderD131:/dev/dri/renderD131:rwm"]
+    assert kw["group_add"] == ["44", "109"] and kw["ipc_mode"] == "host" and kw["init"] is True
+    assert [(u["Name"], u["Soft"], u["Hard"]) for u in kw["ulimits"]] == [("memlock", -1, -1)]
+    assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "rw"}, "/data/hf": {"bind": "/data/hf", "mode": "rw"}}
+    assert kw["user"] == "1000:1000" and kw["working_dir"] == ROOT and kw["security_opt"] == ["seccomp=unconfined"]
+    assert "detach" not in kw and "auto_remove" not in kw  # removed explicitly after wait()
+
+
+def test_mounts_for_inputs_and_runs_outside_the_project():
+    p = plan_for("llama3-8b-lora", run_path="/scratch/runs/x")
+    host = mi300x_node(runs_dir="/scratch/runs")
+    spec = rt.container_spec(p, A["gfx942"], host, image="rocmft:gfx942",
+                             args={"model_name_or_path": "/models/llama3-8b", "dataset_dir": "data",
+                                   "adapter_name_or_path": "/data/hf/adapters/a"})
+    assert [(m.source, m.read_only, m.create) for m in spec.mounts] == [
+        (ROOT, False, False), ("/scratch/runs", False, True), ("/data/hf", False, True),
+        ("/models/llama3-8b", True, False),  # the model dir: read-only; the adapter is under HF_HOME already
+    ]
+    assert spec.labels["ai.rocmft.run"] == "/scratch/runs/x" and spec.name == "rocmft-x"
+    # a hub id or a path inside the project needs no mount of its own
+    spec2 = rt.container_spec(plan_for("llama3-8b-lora"), A["gfx942"], mi300x_node(), image="i",
+                              args={"model_name_or_path": "meta-llama/Meta-Llama-3-8B-Instruct"})
+    assert len(spec2.mounts) == 2
+
+
+def test_missing_mount_source_is_a_problem(tmp_path):
+    (tmp_path / "proj").mkdir()
+    host = mi300x_node(project_root=str(tmp_path / "proj"), hf_home=str(tmp_path / "hf-cache"),
+                       runs_dir=str(tmp_path / "proj" / "runs"))
+    spec = rt.container_spec(plan_for("llama3-8b-lora"), A["gfx942"], host, image="i",
+                             args={"model_name_or_path": "/nonexistent/model-dir"})
+    problems = rt.check_mounts(spec)
+    assert len(problems) == 1 and "/nonexistent/model-dir does not exist" in problems[0].line()
+    assert not (tmp_path / "hf-cache").exists()
+    assert rt.create_cache_dirs(spec) == []  # caches are created by the launcher, as the invoking user
+    assert (tmp_path / "hf-cache").is_dir() and (tmp_path / "proj" / ".cache" / "container-home").is_dir()
+
+
+def test_check_host_eight_gpus_on_a_one_gpu_host():
+    host = mi300x_node(gpus=mi300x_node().gpus[:1], devices=("/dev/kfd", "/dev/dri/renderD128"))
+    problems = rt.check_host(plan_for("llama3-8b-z3"), A["gfx942"], host)
+    assert len(problems) == 1
+    line = problems[0].line()
+    assert "8 processes" in line and "1 GPU(s)" in line and "gpus_per_node=1" in line
+
+
+def test_check_host_no_gpu_points_to_doctor_and_demo():
+    problems = rt.check_host(plan_for("llama3-8b-z3"), A["gfx942"], laptop())
+    assert len(problems) == 1
+    assert "no AMD GPU" in problems[0].message and "/dev/kfd is missing" in problems[0].message
+    assert "make doctor" in problems[0].suggestion and "make demo" in problems[0].suggestion
+
+
+def test_check_host_gpu_index_and_arch():
+    p = plan_for("llama3-8b-z3", ["gpus_per_node=2"], gpus=("7", "8"))
+    assert "GPU 8 does not exist" in rt.check_host(p, A["gfx942"], mi300x_node())[0].message
+    wrong = rt.check_host(plan_for("llama3-8b-lora"), A["gfx942"], workstation_7900xtx())
+    assert len(wrong) == 1 and "gfx1100" in wrong[0].message and wrong[0].suggestion.startswith("ARCH=gfx1100")
+    assert rt.check_host(plan_for("tiny-cpu"), A["cpu"], laptop()) == []
+    multi = rt.check_host(plan_for("llama3-8b-z3", ["nodes=2"]), A["gfx942"], mi300x_node())
+    assert "RUNTIME=slurm" in multi[0].suggestion
+
+
+def test_leftover_containers():
+    found = [
+        ("rocmft-a", "running", {"ai.rocmft.run": "/p/runs/a", "ai.rocmft.launcher.pid": "11", "ai.rocmft.launcher.host": "me"}),
+        ("rocmft-b", "running", {"ai.rocmft.run": "/p/runs/b", "ai.rocmft.launcher.pid": "12", "ai.rocmft.launcher.host": "me"}),
+        ("rocmft-c", "running", {"ai.rocmft.run": "/p/runs/c", "ai.rocmft.launcher.pid": "13", "ai.rocmft.launcher.host": "other"}),
+        ("rocmft-d", "exited", {"ai.rocmft.run": "/p/runs/d", "ai.rocmft.launcher.pid": "14", "ai.rocmft.launcher.host": "other"}),
+    ]
+    left, active = rt.leftovers(found, "me", alive=lambda pid: pid == 11)
+    assert [c.name for c in left] == ["rocmft-b", "rocmft-d"]
+    assert left[0].fix == "docker rm -f rocmft-b" and "launcher is gone" in left[0].why
+    assert active == {"/p/runs/a": "rocmft-a", "/p/runs/c": "rocmft-c"}
+
+
+# ---------------------------------------------------------------- the SDK driver, against a fake daemon
+
+class FakeContainer:
+    def __init__(self, chunks=(), code=0, start_error=None, on_stream=None):
+        self.id, self.name = "c0ffee" * 8, "rocmft-x"
+        self.chunks, self.code, self.start_error, self.on_stream = list(chunks), code, start_error, on_stream
+        self.stopped = threading.Event()
+        self.removed = False
+        self.calls: list[str] = []
+
+    def start(self):
+        self.calls.append("start")
+        if self.start_error:
+            raise self.start_error
+
+    def logs(self, stream=False, follow=False, tail=None):
+        if not stream:
+            return b"".join(self.chunks)
+        def gen():
+            yield from self.chunks
+            if self.on_stream:
+                self.on_stream(self)
+        return gen()
+
+    def wait(self):
+        return {"StatusCode": self.code}
+
+    def stop(self, timeout=None):
+        self.calls.append(f"stop({timeout})")
+        self.code = 143
+        self.stopped.set()
+
+    def kill(self):
+        self.calls.append("kill")
+        self.stopped.set()
+
+    def remove(self, force=False):
+        self.calls.append(f"remove(force={force})")
+        self.removed = True
+
+
+class FakeClient:
+    def __init__(self, container):
+        self.container = container
+        self.created: dict = {}
+        self.containers = self
+
+    def create(self, **kw):
+        self.created = kw
+        return self.container
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    d = tmp_path / "runs" / "x"
+    d.mkdir(parents=True)
+    (d / "train.yaml").write_text("stage: sft\n")
+    return d
+
+
+def cpu_spec():
+    return spec_for("tiny-cpu", laptop())
+
+
+def test_run_streams_logs_and_returns_the_exit_code(run_dir, capsys):
+    lines = [b"step 1\n", b"{'loss': 2.5, 'grad_norm': 1.0}\n", b"done\n"]
+    container = FakeContainer(lines, code=0)
+    client = FakeClient(container)
+    assert rt.run_container(client, cpu_spec(), run_dir, caller_env={"HF_TOKEN": SECRET}) == 0
+    assert (run_dir / "train.log").read_bytes() == b"".join(lines)
+    out = capsys.readouterr().out
+    assert "[rocmft] loss 2.5000" in out and "last lines" not in out
+    assert container.calls == ["start", "remove(force=True)"]
+    assert client.created["environment"]["HF_TOKEN"] == SECRET and client.created["init"] is True
+    status = runs.read_status(run_dir)
+    assert status["state"] == "running" and status["runtime"] == "docker" and status["container"] == "rocmft-x"
+    assert SECRET not in json.dumps(status)
+
+
+def test_container_that_dies_at_start_shows_its_last_lines(run_dir, capsys):
+    lines = [f"line {i}\n".encode() for i in range(30)] + [b"ModuleNotFoundError: No module named 'llamafactory'\n"]
+    container = FakeContainer(lines, code=1)
+    assert rt.run_container(FakeClient(container), cpu_spec(), run_dir, quiet=True) == 1
+    out = capsys.readouterr().out
+    assert "exited with code 1" in out and "No module named 'llamafactory'" in out
+    assert "line 11" in out and "line 10\n" not in out  # the last 20 lines
+    assert container.removed
+
+
+def test_container_that_cannot_start(run_dir, capsys):
+    from docker.errors import APIError
+
+    error = APIError("500", explanation="error gathering device information while adding custom device \"/dev/kfd\": no such file or directory")
+    container = FakeContainer(start_error=error)
+    assert rt.run_container(FakeClient(container), cpu_spec(), run_dir) == 125
+    assert "did not start" in capsys.readouterr().out and container.removed
+
+
+def test_ctrl_c_stops_and_removes_the_container_and_marks_the_run(run_dir):
+    def interrupt(container):
+        os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C while the job runs
+        assert container.stopped.wait(10), "the container was not stopped"
+
+    container = FakeContainer([b"training...\n"], code=0, on_stream=interrupt)
+    before = signal.getsignal(signal.SIGINT)
+    code = rt.run_container(FakeClient(container), cpu_spec(), run_dir, quiet=True)
+    assert code == 130
+    assert container.calls[:2] == ["start", f"stop({rt.STOP_TIMEOUT_S})"] and container.removed
+    status = runs.read_status(run_dir)
+    assert status["state"] == "interrupted" and status["signal"] == "SIGINT" and status["exit_code"] == 130
+    assert signal.getsignal(signal.SIGINT) is before  # the launcher's handlers are restored
+
+
+# ---------------------------------------------------------------- daemon and image refusals
+
+class FakeImage:
+    def __init__(self, arch, tags=("rocmft:gfx942",)):
+        self.attrs = {"Config": {"Labels": {"ai.rocmft.arch": arch} if arch else {}}}
+        self.tags, self.id, self.short_id = list(tags), "sha256:abc", "sha256:abc"
+
+
+class FakeImages:
+    def __init__(self, images):
+        self.images = images
+
+    def get(self, ref):
+        from docker.errors import ImageNotFound
+
+        if ref in self.images:
+            return self.images[ref]
+        raise ImageNotFound(ref)
+
+
+def client_with(images):
+    client = FakeClient(None)
+    client.images = FakeImages(images)
+    return client
+
+
+def test_missing_image_says_which_make_image_to_run():
+    with pytest.raises(ProblemReport) as exc:
+        rt.resolve_image(client_with({}), A["gfx942"])
+    assert "no image for arch gfx942" in str(exc.value) and "make image ARCH=gfx942" in str(exc.value)
+    with pytest.raises(ProblemReport) as exc:
+        rt.resolve_image(client_with({}), A["cpu"])
+    assert "make image ARCH=cpu OFFLINE=1" in str(exc.value)
+
+
+def test_image_built_for_another_arch_is_refused():
+    from rocmft.image import tags
+
+    client = client_with({tags("gfx942")[1]: FakeImage("gfx1100")})
+    with pytest.raises(ProblemReport) as exc:
+        rt.resolve_image(client, A["gfx942"])
+    assert "is built for gfx1100" in str(exc.value)
+    client = client_with({"my/image:1": FakeImage(None)})
+    with pytest.raises(ProblemReport) as exc:
+        rt.resolve_image(client, A["gfx942"], "my/image:1")
+    assert "no ai.rocmft.arch label" in str(exc.value)
+    tag, image = rt.resolve_image(client_with({tags("gfx942")[0]: FakeImage("gfx942", tags=[tags("gfx942")[0]])}), A["gfx942"])
+    assert tag == tags("gfx942")[0]
+
+
+def test_unreachable_daemon_says_how_to_start_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    with pytest.raises(ProblemReport) as exc:
+        rt.connect(timeout=5)
+    text = str(exc.value)
+    assert "cannot reach the Docker daemon" in text and "RUNTIME=local" in text and "dockerd-up.sh" in text

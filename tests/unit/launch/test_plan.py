@@ -1,0 +1,92 @@
+"""The launch plan is data: exact argv and env for 1 GPU, 8 GPUs, a subset, CPU, multi-node."""
+
+import json
+
+import pytest
+
+from rocmft import arches, recipes
+from rocmft.launch import plan as lp
+from rocmft.problems import ProblemReport
+
+A = arches.table()
+HOST = {"HF_HOME": "/data/hf", "HF_TOKEN": "hf_secret", "PATH": "/usr/bin", "HIP_VISIBLE_DEVICES": "",
+        "NCCL_SOCKET_IFNAME": "eth0"}
+
+
+def build(name, overrides=(), gpus=None, env=HOST, **kw):
+    r = recipes.load(name, list(overrides))
+    return lp.build(r, A[r.arch], "runs/x", env, python="python", gpus=gpus, **kw)
+
+
+def test_one_gpu_runs_the_worker_directly():
+    p = build("llama3-8b-lora")
+    assert p.argv == ("python", "-u", "-m", "rocmft.worker", "--run-dir", "runs/x")
+    assert not p.distributed and p.world_size == 1
+    assert p.env["HIP_FORCE_DEV_KERNARG"] == "1" and p.env["OPTIM_TORCH"] == "0"
+    assert p.env["ROCMFT_RUN_DIR"] == "runs/x" and p.env["HF_HOME"] == "/data/hf"
+    assert set(p.unset_env) == {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"}
+
+
+def test_eight_gpus_torchrun_standalone():
+    p = build("llama3-8b-z3")
+    assert p.argv == ("python", "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                      "--nproc_per_node", "8", "-m", "rocmft.worker", "--run-dir", "runs/x")
+    assert p.distributed and p.world_size == 8
+    assert p.env["NCCL_MIN_NCHANNELS"] == "112"
+    assert "NCCL_IB_GID_INDEX" not in p.env  # multi-node network settings only for nodes > 1
+
+
+def test_gpu_subset_selects_with_rocr_only():
+    p = build("llama3-8b-z3", ["gpus_per_node=2"], gpus=("2", "3"))
+    assert p.env["ROCR_VISIBLE_DEVICES"] == "2,3"
+    assert "HIP_VISIBLE_DEVICES" in p.unset_env and "CUDA_VISIBLE_DEVICES" in p.unset_env
+    assert "ROCR_VISIBLE_DEVICES" not in p.unset_env
+    assert p.argv[p.argv.index("--nproc_per_node") + 1] == "2"
+
+
+def test_gpu_count_must_match_processes():
+    with pytest.raises(ProblemReport) as exc:
+        build("llama3-8b-z3", gpus=("0", "1"))
+    assert "gpus_per_node=2" in str(exc.value)
+
+
+def test_cpu_plan():
+    p = build("tiny-cpu")
+    assert p.argv[:4] == ("python", "-u", "-m", "rocmft.worker")
+    assert p.env["DS_ACCELERATOR"] == "cpu" and p.env["OMP_NUM_THREADS"] == "1"
+    assert "ROCR_VISIBLE_DEVICES" not in p.env
+    p2 = build("tiny-cpu", ["gpus_per_node=2", "deepspeed=zero3"])
+    assert p2.argv[2] == "torch.distributed.run" and p2.nproc_per_node == 2
+
+
+def test_deepspeed_on_one_gpu_still_goes_through_torchrun():
+    assert build("llama3-8b-lora", ["deepspeed=zero2"]).distributed
+
+
+def test_multinode_static_rendezvous_with_placeholders():
+    p = build("llama3-8b-z3", ["nodes=2"], node_rank="$SLURM_NODEID", master_addr="$MASTER_ADDR", master_port="$MASTER_PORT")
+    assert p.argv == ("python", "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", "$SLURM_NODEID",
+                      "--nproc_per_node", "8", "--master_addr", "$MASTER_ADDR", "--master_port", "$MASTER_PORT",
+                      "-m", "rocmft.worker", "--run-dir", "runs/x")
+    assert p.env["NCCL_IB_GID_INDEX"] == "3" and p.env["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_secrets_are_names_only():
+    p = build("llama3-8b-z3")
+    assert p.secret_env == ("HF_TOKEN",)
+    assert "hf_secret" not in p.to_json() and "hf_secret" not in json.dumps(dict(p.env))
+
+
+def test_device_selection_from_the_shell_and_mixed_refused():
+    assert lp.devices_from_env({"HIP_VISIBLE_DEVICES": "0,1"}) == ("0", "1")
+    with pytest.raises(ProblemReport) as exc:
+        lp.devices_from_env({"HIP_VISIBLE_DEVICES": "0", "ROCR_VISIBLE_DEVICES": "1"})
+    assert "set twice" in str(exc.value)
+    with pytest.raises(ProblemReport):
+        lp.parse_gpus("0,a")
+
+
+def test_job_env_applies_unset_and_plan():
+    p = build("llama3-8b-z3", ["gpus_per_node=2"], gpus=("0", "1"))
+    env = lp.job_env(p, {"HIP_VISIBLE_DEVICES": "5", "PATH": "/bin"})
+    assert "HIP_VISIBLE_DEVICES" not in env and env["ROCR_VISIBLE_DEVICES"] == "0,1" and env["PATH"] == "/bin"

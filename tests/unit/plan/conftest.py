@@ -1,0 +1,30 @@
+"""Planner test helpers: recipes built in memory (independent of the shipped files) and no HF cache lookups."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocmft.recipes import Recipe
+
+
+@pytest.fixture(autouse=True)
+def _no_hub_cache(tmp_path, monkeypatch):
+    """The planner reads the HF cache when it has the model: keep the tests on the table and local dirs only."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub-cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "no-hf-home"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def make_recipe(arch: str = "gfx942", gpus: int = 1, nodes: int = 1, deepspeed: str = "none",
+                precision: str = "auto", plan: dict | None = None, name: str = "t", **lf) -> Recipe:
+    args = {"model_name_or_path": "meta-llama/Llama-2-7b-hf", "stage": "sft", "finetuning_type": "lora",
+            "dataset": "demo_alpaca", "dataset_dir": "data", "cutoff_len": 1024, "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 1, "num_train_epochs": 1.0}
+    args.update(lf)
+    return Recipe(name=name, path=f"{name}.yaml", chain=(f"{name}.yaml",), arch=arch, gpus_per_node=gpus, nodes=nodes,
+                  deepspeed=deepspeed, precision=precision, plan=plan or {}, llamafactory=args)
+
+
+@pytest.fixture
+def recipe_factory():
+    return make_recipe

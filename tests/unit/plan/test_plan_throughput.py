@@ -1,0 +1,121 @@
+"""FLOPs per token, tokens/s from the arch peak and the utilisation range, and the time for the dataset."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from rocmft.plan import check, dataset, throughput
+from rocmft.problems import ProblemReport
+
+
+def _w(recipe_factory, **kw):
+    return check(recipe_factory(**kw), strict=True).workload
+
+
+def test_full_fine_tune_is_6n_plus_attention(recipe_factory):
+    w = _w(recipe_factory, finetuning_type="full", disable_gradient_checkpointing=True, cutoff_len=2048)
+    m = w.model
+    n = m.matmul_params
+    expected = 6 * n + 12 * m.num_hidden_layers * m.q_dim * 2048  # PaLM appendix B
+    assert throughput.flops_per_token(w)[0] == pytest.approx(expected)
+
+
+def test_lora_skips_weight_gradients_and_checkpointing_adds_a_forward(recipe_factory):
+    full = _w(recipe_factory, finetuning_type="full", disable_gradient_checkpointing=True)
+    lora = _w(recipe_factory, finetuning_type="lora", disable_gradient_checkpointing=True)
+    f_full, f_lora = throughput.flops_per_token(full)[0], throughput.flops_per_token(lora)[0]
+    assert 0.64 < f_lora / f_full < 0.70  # ~4N / 6N
+    gc = throughput.flops_per_token(replace(full, gradient_checkpointing=True))[0]
+    m = full.model
+    extra = m.num_hidden_layers * (2 * m.layer_linear_params + 4 * m.q_dim * full.cutoff_len)
+    assert gc - f_full == pytest.approx(extra)
+    # the recipe comments' "~25% faster without recompute" for a full fine-tune
+    assert throughput.relative_speed(full, replace(full, gradient_checkpointing=True)) == pytest.approx(1.31, abs=0.03)
+
+
+def test_tokens_per_second_from_peak_and_mfu(recipe_factory):
+    w = _w(recipe_factory, arch="gfx942", per_device_train_batch_size=2, cutoff_len=2048,
+           plan={"mfu": [0.3, 0.4]})
+    tp = throughput.estimate(w, None)
+    flops = throughput.flops_per_token(w)[0]
+    assert tp.peak_tflops == 1307.4
+    assert tp.tokens_per_s_gpu == pytest.approx((0.3 * 1307.4e12 / flops, 0.4 * 1307.4e12 / flops))
+
+
+def test_offload_and_zero3_and_quantization_cost_speed(recipe_factory):
+    w = _w(recipe_factory, gpus=8, deepspeed="zero3", cutoff_len=2048)
+    assert throughput.relative_speed(replace(w, deepspeed="zero3-offload"), w) == pytest.approx(0.5)
+    assert throughput.relative_speed(replace(w, deepspeed="zero2"), w) == pytest.approx(1 / 0.9)
+    assert throughput.relative_speed(replace(w, quant_bits=4), w) == pytest.approx(0.7)
+
+
+def test_arch_without_a_peak_plans_memory_only(recipe_factory):
+    # gfx1030 has no bf16 matrix units: the arch table lists no bf16 peak
+    result = check(recipe_factory(arch="gfx1030", precision="bf16"), strict=True)
+    assert result.memory is not None and result.memory.capacity_gib == 16
+    assert result.throughput.tokens_per_s_gpu is None
+    assert "memory plan only" in result.report()
+    assert "memory plan only" in result.summary
+    cpu = check(recipe_factory(arch="cpu"), strict=True)
+    assert cpu.verdict == "unknown" and cpu.fits and cpu.throughput.tokens_per_s_gpu is None
+
+
+def _data(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("".join(json.dumps({"instruction": str(i)}) + "\n" for i in range(100)))
+    (folder / "b.json").write_text(json.dumps([{"x": i} for i in range(30)]))
+    (folder / "c.csv").write_text("col\n" + "".join(f"{i}\n" for i in range(10)))
+    (folder / "dataset_info.json").write_text(json.dumps({
+        "a": {"file_name": "a.jsonl"}, "b": {"file_name": "b.json"}, "c": {"file_name": "c.csv"},
+        "hub": {"hf_hub_url": "org/data"}}))
+    return folder
+
+
+def test_dataset_rows_are_counted(tmp_path):
+    folder = _data(tmp_path)
+    assert dataset.count({"dataset": "a,b,c", "dataset_dir": str(folder)}).rows == 140
+    assert dataset.count({"dataset": "a", "dataset_dir": str(folder), "max_samples": 40}).rows == 40
+    assert dataset.count({"dataset": "a", "dataset_dir": str(folder), "val_size": 0.1}).rows == 90
+    hub = dataset.count({"dataset": "a,hub", "dataset_dir": str(folder)})
+    assert hub.rows is None and "hub dataset" in hub.notes[0]
+    assert dataset.count({"dataset": "nope", "dataset_dir": str(folder)}).rows is None
+
+
+def test_time_for_the_dataset_is_an_upper_bound(recipe_factory, tmp_path):
+    folder = _data(tmp_path)
+    result = check(recipe_factory(arch="gfx942", dataset="a", dataset_dir=str(folder), num_train_epochs=2.0,
+                                  cutoff_len=1000, per_device_train_batch_size=4, gradient_accumulation_steps=5),
+                   strict=True)
+    t = result.throughput.time
+    assert t.tokens == 100 * 2 * 1000 and t.upper_bound
+    assert t.steps == 2 * math.ceil(100 / 4) // 5
+    lo, hi = result.throughput.tokens_per_s_gpu
+    assert t.seconds == pytest.approx((t.tokens / hi, t.tokens / lo))
+    assert "upper bound" in result.report()
+    closer = check(recipe_factory(arch="gfx942", dataset="a", dataset_dir=str(folder), cutoff_len=1000,
+                                  plan={"avg_tokens": 250}), strict=True)
+    assert closer.throughput.time.tokens == 100 * 250 and not closer.throughput.time.upper_bound
+
+
+def test_max_steps_and_explicit_steps(recipe_factory):
+    result = check(recipe_factory(arch="gfx942", max_steps=50, per_device_train_batch_size=2,
+                                  gradient_accumulation_steps=3, cutoff_len=512), strict=True)
+    assert result.throughput.time.steps == 50 and result.throughput.time.tokens == 50 * 6 * 512
+    steps = check(recipe_factory(arch="gfx942", cutoff_len=512), steps=7, strict=True)
+    assert steps.throughput.time.steps == 7
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_steps_must_be_positive(recipe_factory, bad):
+    with pytest.raises(ProblemReport, match="STEPS"):
+        check(recipe_factory(), steps=bad)
+
+
+def test_nothing_to_train_is_bad_input(recipe_factory):
+    with pytest.raises(ProblemReport, match="nothing to train"):
+        check(recipe_factory(num_train_epochs=0, max_steps=-1), strict=True)

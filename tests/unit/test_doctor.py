@@ -1,0 +1,203 @@
+"""`make doctor` as data: host facts parsed from a fake sysfs and from rocminfo/amd-smi text, then the
+findings for an 8x MI300X node, a misconfigured workstation and a machine without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocmft import arches, doctor, host
+from rocmft.doctor import DockerFacts
+from rocmft.host import GPU, HostFacts
+
+A = arches.table()
+ROOT = Path(__file__).resolve().parents[2]
+GiB = 1024 ** 3
+
+
+@pytest.mark.parametrize("version,gfx", [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"), (110001, "gfx1101"),
+                                         (120001, "gfx1201"), (100300, "gfx1030"), (90500, "gfx950"), (0, "")])
+def test_gfx_from_kfd_target_version(version, gfx):
+    assert host.gfx_from_target_version(version) == gfx
+
+
+def write_node(base: Path, n: int, **props):
+    node = base / str(n)
+    node.mkdir(parents=True)
+    (node / "properties").write_text("".join(f"{k} {v}\n" for k, v in props.items()))
+
+
+def test_gpus_from_sysfs_in_rocr_order(tmp_path):
+    topo = tmp_path / "nodes"
+    write_node(topo, 0, cpu_cores_count=96, simd_count=0, gfx_target_version=0, drm_render_minor=0)
+    for i in range(2):
+        write_node(topo, i + 1, cpu_cores_count=0, simd_count=1216, gfx_target_version=90402,
+                   drm_render_minor=128 + 8 * i, location_id=(0x0c + i) << 8, domain=0)
+    write_node(topo, 10, cpu_cores_count=0, simd_count=1216, gfx_target_version=90402, drm_render_minor=200)
+    gpus = host.gpus_from_sysfs(topo)
+    assert [(g.index, g.gfx, g.render_node, g.pci) for g in gpus] == [
+        (0, "gfx942", "/dev/dri/renderD128", "0000:0c:00.0"),
+        (1, "gfx942", "/dev/dri/renderD136", "0000:0d:00.0"),
+        (2, "gfx942", "/dev/dri/renderD200", ""),  # node 10 sorts after 2 (numeric order, as ROCr)
+    ]
+    assert host.gpus_from_sysfs(tmp_path / "missing") == []
+
+
+ROCMINFO = """ROCk module version 6.8.5 is loaded
+=====================
+HSA System Attributes
+=====================
+Runtime Version:         1.14
+*******
+Agent 1
+*******
+  Name:                    AMD EPYC 9654 96-Core Processor
+  Marketing Name:          AMD EPYC 9654 96-Core Processor
+  Device Type:             CPU
+*******
+Agent 2
+*******
+  Name:                    gfx942
+  Uuid:                    GPU-1b2c
+  Marketing Name:          AMD Instinct MI300X
+  Vendor Name:             AMD
+  Device Type:             GPU
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-
+*******
+Agent 3
+*******
+  Name:                    gfx1100
+  Marketing Name:          Radeon RX 7900 XTX
+  Device Type:             GPU
+*** Done ***
+"""
+
+
+def test_gpus_from_rocminfo():
+    gpus = host.gpus_from_rocminfo(ROCMINFO)
+    assert [(g.index, g.gfx, g.name) for g in gpus] == [(0, "gfx942", "AMD Instinct MI300X"), (1, "gfx1100", "Radeon RX 7900 XTX")]
+
+
+def test_gpus_from_amd_smi_and_merge():
+    text = json.dumps([{"gpu": 0, "asic": {"market_name": "AMD Instinct MI300X", "target_graphics_version": "gfx942"}},
+                       {"gpu": 1, "asic": {"market_name": "AMD Instinct MI300X", "target_graphics_version": "gfx942"}}])
+    named = host.gpus_from_amd_smi(text)
+    assert [(g.index, g.gfx) for g in named] == [(0, "gfx942"), (1, "gfx942")]
+    assert host.gpus_from_amd_smi("not json") == []
+    sysfs = [GPU(0, "gfx942", render_node="/dev/dri/renderD128"), GPU(1, "gfx942", render_node="/dev/dri/renderD136")]
+    merged = host.merge_gpus(sysfs, named)
+    assert [(g.name, g.render_node) for g in merged] == [("AMD Instinct MI300X", "/dev/dri/renderD128"),
+                                                         ("AMD Instinct MI300X", "/dev/dri/renderD136")]
+    assert host.merge_gpus([], named) == named and host.merge_gpus(sysfs, named[:1]) == sysfs
+
+
+def node(n=8, **kw) -> HostFacts:
+    gpus = tuple(GPU(i, "gfx942", "AMD Instinct MI300X", f"/dev/dri/renderD{128 + i}") for i in range(n))
+    devices = ("/dev/kfd", *(g.render_node for g in gpus))
+    base = dict(uid=1000, gid=1000, user="alice", project_root="/p", hf_home="/data/hf", hostname="mi300x",
+                groups=(1000, 44, 109), video_gid=44, render_gid=109, devices=devices, accessible=devices, gpus=gpus,
+                gpu_source="sysfs", tools={"rocminfo": "/opt/rocm/bin/rocminfo"}, shm_bytes=512 * GiB,
+                disk_free={"/p": 2000 * GiB}, kernel_cmdline="BOOT_IMAGE=/vmlinuz ro iommu=pt", iommu_active=True)
+    base.update(kw)
+    return HostFacts(**base)
+
+
+NO_GPU = HostFacts(uid=1000, gid=1000, user="carol", project_root="/p", hf_home="/p/.cache/hf", shm_bytes=8 * GiB,
+                   disk_free={"/p": 50 * GiB}, video_gid=44)
+DOCKER_OK = DockerFacts(configured=True, reachable=True, where="unix:///var/run/docker.sock", version="27.1",
+                        root_dir="/var/lib/docker", root_free=500 * GiB, images={"gfx942": "rocmft:gfx942 (sha256:ab)"})
+NO_DOCKER = DockerFacts(configured=False, reachable=False, where="unix:///var/run/docker.sock")
+
+
+def levels(report) -> dict[str, str]:
+    return {f.what: f.level for f in report.findings}
+
+
+def test_doctor_healthy_mi300x_node():
+    report = doctor.check(node(), DOCKER_OK, A)
+    assert not report.failed and report.suggested_arch == "gfx942" and not report.no_gpu
+    assert all(f.level in ("ok", "info") for f in report.findings), report.findings
+    text = "\n".join(doctor.render(report))
+    assert "8 x gfx942" in text and "Suggested: ARCH=gfx942" in text and "image for ARCH=gfx942: rocmft:gfx942" in text
+    assert "GPU 7: gfx942 AMD Instinct MI300X (/dev/dri/renderD135)" in text
+    assert "iommu=pt on the kernel command line" in text
+
+
+def test_doctor_no_gpu_says_so_plainly_and_points_to_demo():
+    report = doctor.check(NO_GPU, NO_DOCKER, A)
+    assert report.no_gpu and not report.failed and report.suggested_arch is None
+    text = "\n".join(doctor.render(report))
+    assert "No AMD GPU on this machine" in text and "make demo" in text
+    assert "FAIL" not in text
+    assert "/dev/kfd present" not in text  # no device checks to fail on a machine without a GPU
+
+
+def test_doctor_each_failure_has_its_fix():
+    host_facts = node(groups=(1000,), accessible=(), kernel_cmdline="ro quiet", shm_bytes=1 * GiB,
+                      disk_free={"/p": 20 * GiB})
+    docker_facts = DockerFacts(configured=True, reachable=False, where="unix:///var/run/docker.sock",
+                               error="Error while fetching server API version: ('Connection aborted.', PermissionError(13, 'Permission denied'))")
+    report = doctor.check(host_facts, docker_facts, A)
+    assert report.failed
+    by_what = {f.what: f for f in report.findings}
+    kfd = by_what["/dev/kfd is not readable and writable by alice"]
+    assert kfd.level == "fail" and "usermod -aG video,render alice" in kfd.fix
+    render = next(f for f in report.findings if "not in `render`" in f.what)
+    assert render.level == "warn" and "usermod" in render.fix
+    iommu = next(f for f in report.findings if "iommu=pt" in f.fix)
+    assert iommu.level == "warn" and "GRUB_CMDLINE_LINUX" in iommu.fix
+    shm = next(f for f in report.findings if "/dev/shm" in f.what)
+    assert shm.level == "warn" and "remount" in shm.fix
+    daemon = next(f for f in report.findings if "Docker daemon" in f.what)
+    assert daemon.level == "fail" and "`docker` group" in daemon.fix
+    disk = next(f for f in report.findings if "checkpoints" in f.what)
+    assert disk.level == "warn"
+    for f in report.findings:
+        if f.level in ("fail", "warn"):
+            assert f.fix, f"no fix for: {f.what}"
+
+
+def test_doctor_missing_image_and_arch_mismatch():
+    facts = node(n=1, gpus=(GPU(0, "gfx1100", "Radeon RX 7900 XTX", "/dev/dri/renderD128"),))
+    report = doctor.check(facts, DOCKER_OK, A, arch="gfx942")
+    whats = {f.what: f for f in report.findings}
+    assert whats["ARCH=gfx942 but this host's GPUs are gfx1100"].fix == "ARCH=gfx1100"
+    report = doctor.check(facts, DOCKER_OK, A)
+    missing = next(f for f in report.findings if f.what == "no image for ARCH=gfx1100")
+    assert missing.level == "fail" and missing.fix == "`make image ARCH=gfx1100`"
+    assert report.suggested_arch == "gfx1100"
+    # one GPU: no IOMMU advice
+    assert not any("iommu" in f.what.lower() for f in report.findings)
+
+
+def test_doctor_driver_without_gpus_and_unknown_arch():
+    report = doctor.check(node(gpus=(), devices=("/dev/kfd",), accessible=("/dev/kfd",)), DOCKER_OK, A)
+    assert any(f.level == "fail" and "no GPU is listed" in f.what for f in report.findings)
+    odd = node(n=1, gpus=(GPU(0, "gfx90c", "", "/dev/dri/renderD128"),))
+    report = doctor.check(odd, DOCKER_OK, A)
+    assert any(f.level == "warn" and "gfx90c is not in docker/arches.yaml" in f.what for f in report.findings)
+
+
+def test_gather_reads_this_machine():
+    facts = host.gather(tools=False)
+    assert facts.uid == os.getuid() and facts.project_root
+    assert facts.has_gpu == bool(facts.gpus)
+    json.dumps(facts.to_dict())  # plain data
+
+
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this machine has an AMD GPU driver")
+def test_make_doctor_on_a_machine_without_gpu():
+    env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
+    env["DOCKER_HOST"] = "unix:///nonexistent/docker.sock"  # a configured but absent daemon: a warning here
+    out = subprocess.run([sys.executable, "-m", "rocmft.cli.main", "doctor"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "No AMD GPU on this machine" in out.stdout and "make demo" in out.stdout
+    assert "Docker daemon not reachable" in out.stdout

@@ -1,0 +1,54 @@
+from datetime import datetime
+
+import pytest
+
+from rocmft import runs
+from rocmft.problems import ProblemReport
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def test_auto_names_never_collide():
+    now = datetime(2026, 12, 2, 10, 0, 0)
+    a = runs.create(runs.choose("tiny", now=now))
+    b = runs.create(runs.choose("tiny", now=now))
+    assert a != b and a.name == "tiny-20261202-100000" and b.name == "tiny-20261202-100000-2"
+
+
+def test_an_existing_named_run_is_refused(runs_dir):
+    runs.create(runs.choose("tiny", "mine"))
+    with pytest.raises(ProblemReport) as exc:
+        runs.choose("tiny", "mine")
+    assert "never reused or overwritten" in str(exc.value)
+    with pytest.raises(ProblemReport):
+        runs.choose("tiny", "../escape")
+
+
+def test_resume_needs_a_checkpoint(runs_dir):
+    run = runs.create(runs.choose("tiny", "r1"))
+    (run / "train.yaml").write_text("x: 1\n")
+    with pytest.raises(ProblemReport) as exc:
+        runs.resume_checkpoint("r1", "tiny")
+    assert "has no checkpoint" in str(exc.value)
+    for n in (6, 12):
+        (run / "output" / f"checkpoint-{n}").mkdir(parents=True)
+    assert runs.resume_checkpoint("r1", "tiny").name == "checkpoint-12"
+    with pytest.raises(ProblemReport):
+        runs.find("no-such-run")
+
+
+def test_status_and_listing(runs_dir):
+    run = runs.create(runs.choose("tiny", "r2"))
+    (run / "train.yaml").write_text("x: 1\n")
+    (run / "output").mkdir()
+    (run / "output" / "trainer_log.jsonl").write_text('{"current_steps": 1, "loss": 3.0}\n{"current_steps": 2, "loss": 2.5}\n')
+    runs.mark(run, "running", recipe="tiny", launcher_pid=999999, host=__import__("os").uname().nodename)
+    info = runs.all_runs()[0]
+    assert info.state == "interrupted"  # its launcher is gone
+    runs.mark(run, "succeeded", exit_code=0)
+    info = runs.all_runs()[0]
+    assert info.state == "succeeded" and info.final_loss == 2.5 and info.duration_s is not None

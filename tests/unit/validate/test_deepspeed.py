@@ -1,0 +1,62 @@
+"""DeepSpeed's own config model judges the JSON, `auto` filled as the HF integration would."""
+
+import json
+
+from rocmft import recipes, render
+from rocmft.validate import deepspeed as ds
+from rocmft.validate import llamafactory as lf
+
+
+def rendered(name="llama3-8b-z3", overrides=()):
+    out = render.render(recipes.load(name, list(overrides)), "runs/x")
+    return out, json.loads(out.ds_config)
+
+
+def hf(out):
+    return lf._hf_values(out.args)
+
+
+def test_shipped_presets_pass():
+    for preset in ("zero0", "zero2", "zero3", "zero3-offload"):
+        out, cfg = rendered(overrides=[f"deepspeed={preset}"])
+        assert ds.check(cfg, "ds.json", hf(out), 8) == [], preset
+
+
+def test_the_posts_misspelling_and_a_misspelt_section_are_rejected():
+    out, cfg = rendered()
+    cfg["zero_optimization"]["stage3_parition_grads"] = True
+    cfg["zero_optimisation"] = {"stage": 3}
+    text = "\n".join(p.line() for p in ds.check(cfg, "ds.json", hf(out), 8))
+    assert "zero_optimization.stage3_parition_grads: unknown DeepSpeed key" in text
+    assert "zero_optimisation: DeepSpeed does not know this top-level key" in text
+    assert "did you mean `zero_optimization`?" in text
+
+
+def test_bad_values_each_reported():
+    out, cfg = rendered()
+    cfg["zero_optimization"]["stage"] = 5
+    cfg["bf16"]["enabled"] = "yes please"
+    problems = ds.check(cfg, "ds.json", hf(out), 8)
+    keys = {p.key for p in problems}
+    assert "zero_optimization.stage" in keys and "bf16.enabled" in keys
+
+
+def test_precision_mismatch_with_the_yaml_is_caught_before_launch():
+    out, cfg = rendered()
+    cfg["bf16"]["enabled"] = False  # YAML says bf16: true
+    text = "\n".join(p.line() for p in ds.check(cfg, "ds.json", hf(out), 8))
+    assert "bf16.enabled" in text and "train YAML has bf16" in text
+
+
+def test_batch_mismatch_uses_the_target_world_size():
+    out, cfg = rendered()
+    cfg["train_batch_size"] = 16  # 4 x 4 x 8 = 128 on the target
+    assert any(p.key == "train_batch_size" for p in ds.check(cfg, "ds.json", hf(out), 8))
+    cfg["train_batch_size"] = 128
+    assert ds.check(cfg, "ds.json", hf(out), 8) == []
+
+
+def test_a_json_judged_on_its_own():
+    _, cfg = rendered()
+    assert ds.check(cfg, "ds.json") == []
+    assert ds.check([1, 2], "ds.json")[0].message.startswith("a DeepSpeed config must be")

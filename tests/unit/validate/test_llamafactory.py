@@ -1,0 +1,54 @@
+"""LLaMA-Factory's own parser judges the rendered YAML (no model load)."""
+
+import pytest
+
+from rocmft import arches, recipes, render
+from rocmft.validate import llamafactory as lf
+
+
+def args_for(name="tiny-cpu", overrides=()):
+    return render.render(recipes.load(name, list(overrides)), "runs/x").args
+
+
+def lines(check):
+    return [p.line() for p in check.problems]
+
+
+def test_clean_config_passes():
+    assert lf.check(args_for(), "t.yaml", arches.table()["cpu"]).problems == []
+
+
+def test_every_mistake_reported_at_once_with_suggestions():
+    args = args_for()
+    args.update({"lerning_rate": 1.0, "flash_attn": False, "finetuning_type": "lorra", "infer_backend": "pt",
+                 "gpu_ids": "0", "per_device_train_batch_size": 2.5, "template": "llama5", "torch_dtype": "float16"})
+    check = lf.check(args, "t.yaml", arches.table()["cpu"])
+    text = "\n".join(lines(check))
+    assert "lerning_rate: unknown to LLaMA-Factory (did you mean `learning_rate`?)" in text
+    assert "flash_attn: YAML read this value as false" in text
+    assert "finetuning_type: `lorra` is not a valid choice (did you mean `lora`?)" in text
+    assert "infer_backend: `pt` is not a valid choice" in text and "huggingface" in text
+    assert "gpu_ids: unknown to LLaMA-Factory (not a LLaMA-Factory argument: choose GPUs with GPUS=" in text
+    assert "per_device_train_batch_size: must be an integer, got 2.5" in text
+    assert "template: LLaMA-Factory has no template `llama5`" in text
+    assert "torch_dtype" in text
+    assert all(line.startswith("error: t.yaml: ") for line in lines(check))
+
+
+def test_cross_field_check_from_llamafactory_itself():
+    args = args_for(overrides=["quantization_bit=4", "finetuning_type=full"])
+    text = "\n".join(lines(lf.check(args, "t.yaml", arches.table()["cpu"])))
+    assert "Quantization is only compatible with the LoRA or OFT method" in text
+
+
+def test_gpu_recipe_bf16_is_judged_for_the_target_not_this_host():
+    check = lf.check(args_for("llama3-8b-lora"), "t.yaml", arches.table()["gfx942"])
+    assert check.problems == []
+    assert any(n.key == "bf16" and "gfx942" in n.message for n in check.notes)
+
+
+def test_host_dependent_bf16_does_not_mask_a_typo():
+    args = args_for("llama3-8b-lora")
+    args["lora_rnak"] = 8
+    check = lf.check(args, "t.yaml", arches.table()["gfx942"])
+    assert [p.key for p in check.problems] == ["lora_rnak"]
