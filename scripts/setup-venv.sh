@@ -13,6 +13,8 @@ fi
 echo "==> setting up $VENV (CPU torch, LLaMA-Factory, DeepSpeed; ~2-3 min on 2 cores)"
 [[ -x $VENV/bin/python ]] || "$PY" -m venv "$VENV"
 pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+# Some machines' pip config names local index folders that may not exist: pip warns once per package.
+exec 2> >(grep -v --line-buffered "is ignored: it is neither a file nor a directory" >&2)
 lock=(-c requirements/lock.txt)
 # torch first, from the CPU wheel on disk: anything that asks for torch later is held to it by the lock.
 "${pip[@]}" install "${lock[@]}" torch==2.13.0 setuptools wheel

@@ -54,6 +54,7 @@ rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/archives/*.deb
 log "importing as $IMAGE"
 # tar archives device nodes as entries (it does not read them); docker import takes the stream.
 tar -C "$root" --numeric-owner -c . | "$docker_cli" import \
+  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'ENV LANG=C.UTF-8' \
   --change 'CMD ["/bin/bash"]' \
   - "$IMAGE" >/dev/null

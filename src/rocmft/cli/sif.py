@@ -56,10 +56,10 @@ def run(args) -> int:
         return 0
     if tool is None:
         raise ProblemReport([Problem("", "make sif", "apptainer is not installed on this machine",
-                                     "run `make sif` on a machine with apptainer and the Docker image (often the cluster's "
-                                     "login node), or there: `docker save " + image + " -o rocmft.tar` here, then "
-                                     "`apptainer build " + out.name + " docker-archive://rocmft.tar`; installing: "
-                                     "https://apptainer.org/docs/admin/main/installation.html")])
+                                     "run `make sif` where apptainer and the Docker image both are; or move the image: "
+                                     f"`docker save {image} -o rocmft.tar` here, copy it, and `apptainer build {out.name} "
+                                     "docker-archive://rocmft.tar` where apptainer is (install: "
+                                     "https://apptainer.org/docs/admin/main/installation.html)")])
     if out.exists() and not args.force:
         raise ProblemReport([Problem("", "make sif", f"{out} exists", "remove it, or add --force to rebuild it")])
     print(f"[rocmft] {shlex.join(cmd)}", flush=True)

