@@ -31,7 +31,7 @@ TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call
 
 .PHONY: help setup
 help: ## list the targets (this screen)
-	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
 	@echo; echo "  Variables: RECIPE=$(RECIPE) ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FORCE=1"
 
 setup: ## create .venv: CPU torch, pinned LLaMA-Factory/DeepSpeed, the project, test tools (idempotent)

@@ -48,6 +48,11 @@ def launcher_ratio(runs_n: int) -> None:
         subprocess.run(["make", "-s", "render", "RECIPE=tiny-cpu", "RUN_NAME=reference"], cwd=ROOT, env=env,
                        check=True, stdout=subprocess.DEVNULL)
         reference = runs / "reference"
+        # the same environment the plan gives the job (threads, accelerator), so only the launcher differs
+        from rocmft import pipeline
+
+        plan = pipeline.build_plan(pipeline.prepare("tiny-cpu", validate=False, env=env), env=env)
+        lf_env = {**env, **plan.env}
         lf_cli = str(Path(sys.executable).with_name("llamafactory-cli"))
         ours, theirs = [], []
         for i in range(runs_n):
@@ -55,7 +60,7 @@ def launcher_ratio(runs_n: int) -> None:
             # a fresh output dir each time, or LLaMA-Factory would resume from the last checkpoint
             yaml_text = (reference / "train.yaml").read_text().replace(f"{reference}/output", f"{runs}/lf{i}")
             (runs / f"lf{i}.yaml").write_text(yaml_text)
-            theirs.append(timed([lf_cli, "train", str(runs / f"lf{i}.yaml")], env))
+            theirs.append(timed([lf_cli, "train", str(runs / f"lf{i}.yaml")], lf_env))
         a, b = statistics.median(ours), statistics.median(theirs)
         print(f"make train (rocmft, local) median {a:6.2f} s   runs: {', '.join(f'{x:.2f}' for x in ours)}")
         print(f"llamafactory-cli train     median {b:6.2f} s   runs: {', '.join(f'{x:.2f}' for x in theirs)}")

@@ -194,7 +194,7 @@ def build_row(prep, metrics: Mapping[str, Any], plan_result, *, steps: int, stor
     recipe, arch = prep.recipe, prep.arch
     lf = prep.rendered.args
     notes: list[str] = []
-    versions = dict(host_versions or runs.stack_versions())
+    versions = dict(runs.stack_versions() if host_versions is None else host_versions)
     versions.update(metrics.get("versions") or {})  # the training process's view wins (the container's stack)
     tps = metrics.get("tokens_per_s_per_gpu")
     flops = peak = None
@@ -482,7 +482,9 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.0f}%"
+    if value is None:
+        return "-"
+    return "0%" if round(value) == 0 else f"{value:+.0f}%"
 
 
 def render_table(lines: list[ReportLine]) -> str:

@@ -67,7 +67,7 @@ def test_token_lengths_against_the_recipe_cutoff(registered, tiny_model):
     src = data_dir.parent / "lengths.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in long_rows))
     proc = subprocess.run([sys.executable, "-m", "rocmft.cli.main", "data", str(src), "--check", "--tokenizer", str(tiny_model),
-                           "--recipe", "tiny-cpu"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                           "--recipe", "tiny-cpu"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "tokens per row:" in proc.stdout and "LLaMA-Factory template `llama3`" in proc.stdout
     assert "2 rows (50.0%) exceed cutoff_len 128 of recipe tiny-cpu" in proc.stdout, proc.stdout

@@ -20,10 +20,11 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..problems import Problem, ProblemReport
 from . import formats, registry
@@ -355,10 +356,11 @@ def _progress(opts: Options, total: int):
     show = opts.progress if opts.progress is not None else (sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES)
     if not show:
         return None
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     bar = Progress(TextColumn("checking {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                   TimeRemainingColumn(), transient=True, console=None)
+                   TimeRemainingColumn(), transient=True, console=Console(stderr=True))
     bar.start()
     task = bar.add_task(opts.source.name, total=total)
     return bar, task
@@ -638,8 +640,10 @@ def _finish(opts: Options, summary: Summary, writer: _Writer, rejects: _Writer, 
             with contextlib.suppress(FileNotFoundError):
                 rejects.target.unlink()  # a stale rejects file from an earlier run would mislead
         if summary.kept == 0:
-            raise ProblemReport([Problem(str(src), "IN", f"no valid rows: all {summary.rows:,} were rejected",
-                                         f"see {_rel(rejects.target)} for the line and reason of each")])
+            hint = f"see {_rel(rejects.target)} for the line and reason of each"
+            if summary.first_line.get("invalid_json") == 1 and _first_line(src).strip() in (b"{", b"{\r"):
+                hint = "it looks like one pretty-printed JSON document: JSONL needs one complete object per line; " + hint
+            raise ProblemReport([Problem(str(src), "IN", f"no valid rows: all {summary.rows:,} were rejected", hint)])
         if not dirty and writer.fh is None:
             # Clean and already in the data folder: registered where it is, never rewritten.
             summary.in_place = True
@@ -660,6 +664,11 @@ def _finish(opts: Options, summary: Summary, writer: _Writer, rejects: _Writer, 
         writer.discard()
         rejects.discard()
     return summary
+
+
+def _first_line(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.readline(4096)
 
 
 def _rel(path: Path) -> str:

@@ -47,10 +47,13 @@ def _attempt(name: str, fn) -> Check:
     return Check(name, bool(ok), detail)
 
 
-def run_checks(*, arch: str, torch_from: str, torch_version: str, llamafactory: str, deepspeed: str,
+def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: str, llamafactory: str, deepspeed: str,
                flash_attn: str, flash_attn_mode: str, flash_attn_version: str, bitsandbytes: str) -> list[Check]:
     installed = _installed()
     checks: list[Check] = []
+    if python:
+        have_py = "{}.{}".format(*sys.version_info[:2])
+        checks.append(Check("python", have_py == python, f"Python {platform.python_version()} (expected {python})"))
 
     def torch_check():
         import torch
@@ -132,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocmft.image.selfcheck", description=__doc__.splitlines()[0])
     parser.add_argument("--show", metavar="FILE", help="print a report written at build time and exit with its result")
     parser.add_argument("--arch")
+    parser.add_argument("--python", default="", help="expected major.minor")
     parser.add_argument("--torch-from", choices=["base", "wheels"])
     parser.add_argument("--torch")
     parser.add_argument("--llamafactory")
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [f"--{n.replace('_', '-')}" for n in needed if not getattr(args, n)]
     if missing:
         parser.error(f"missing {' '.join(missing)}")
-    checks = run_checks(arch=args.arch, torch_from=args.torch_from, torch_version=args.torch,
+    checks = run_checks(arch=args.arch, python=args.python, torch_from=args.torch_from, torch_version=args.torch,
                         llamafactory=args.llamafactory, deepspeed=args.deepspeed, flash_attn=args.flash_attn,
                         flash_attn_mode=args.flash_attn_mode, flash_attn_version=args.flash_attn_version,
                         bitsandbytes=args.bitsandbytes)

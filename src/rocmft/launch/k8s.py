@@ -187,7 +187,7 @@ def structure_problems(job: Mapping[str, Any], nodes: int, nproc: int) -> list[P
         if not ports:
             bad(f"{kind}: container port `{PORT_NAME}` missing (MASTER_PORT comes from it)")
         command = main[0].get("command", [])
-        for token in PLACEHOLDERS:
+        for token in PLACEHOLDERS if nodes > 1 else ():
             if token not in command:
                 bad(f"{kind}: command does not take {token} from the operator")
     deadline = job.get("spec", {}).get("runPolicy", {}).get("activeDeadlineSeconds")

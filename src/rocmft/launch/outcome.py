@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from .. import advice, arches, runs
 from .progress import failed_ranks
 
 EXIT_DIVERGED = 3
+
+
+def _first_bad_step(report: dict) -> int:
+    """The first logged step that was already going wrong, judged without the watchdog's warm-up grace:
+    a checkpoint from that step on holds diverging weights, even if the watchdog stopped the run later."""
+    factor = (report.get("thresholds") or {}).get("loss_rise_factor", math.inf)
+    low = math.inf
+    for step, loss in report.get("loss_tail") or []:
+        if not math.isfinite(loss) or loss > factor * low:
+            return int(step)
+        low = min(low, loss)
+    return int(report.get("step", 0))
 
 
 def finish(run_dir: Path, code: int, arch_name: str) -> int:
@@ -21,7 +34,8 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     diverged = run_dir / "diverged.json"
     if diverged.is_file():
         report = json.loads(diverged.read_text())
-        good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < int(report.get("step", 0))]
+        first_bad = _first_bad_step(report)
+        good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < first_bad]
         checkpoint = runs.relative(good[-1]) if good else None
         runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), final_loss=final,
                   last_good_checkpoint=checkpoint)

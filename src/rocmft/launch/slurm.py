@@ -495,14 +495,21 @@ def _follow(path: Path, stop: threading.Event, out) -> None:
 
     parser = ProgressParser()
     handle = None
+    pending = b""
     while True:
         if handle is None and path.is_file():
             handle = open(path, "rb")  # noqa: SIM115 - closed below
         chunk = handle.read(65536) if handle else b""
-        if chunk:
-            out.buffer.write(chunk)
+        if chunk or (stop.is_set() and pending):
+            pending += chunk
+            # whole lines only: a progress line never lands inside a line or a multi-byte character
+            cut = len(pending) if not chunk else max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
+            if cut <= 0:
+                continue
+            done, pending = pending[:cut], pending[cut:]
+            out.buffer.write(done)
             out.flush()
-            progress = parser.feed(chunk.decode("utf-8", "replace"))
+            progress = parser.feed(done.decode("utf-8", "replace"))
             if progress:
                 print(f"[rocmft] {progress.line()}", file=out, flush=True)
             continue

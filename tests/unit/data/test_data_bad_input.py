@@ -102,6 +102,12 @@ def test_no_valid_rows_refused_but_rejects_written(tmp_path):
     assert not (tmp_path / "data" / "dataset_info.json").exists()
 
 
+def test_pretty_printed_json_document_is_named(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(ALPACA, indent=2))
+    assert "one pretty-printed JSON document" in refused(src, tmp_path / "data")
+
+
 def test_100_mb_single_line_rejected_without_reading_it_whole(tmp_path):
     src = tmp_path / "in.jsonl"
     with open(src, "wb") as fh:

@@ -126,3 +126,11 @@ def test_main_writes_and_shows_the_report(monkeypatch, tmp_path, capsys):
 def test_main_needs_the_expectations():
     with pytest.raises(SystemExit):
         selfcheck.main(["--arch", "cpu"])
+
+
+def test_python_version_is_checked(monkeypatch):
+    install_fakes(monkeypatch)
+    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2"})
+    here = "{}.{}".format(*sys.version_info[:2])
+    assert by_name(selfcheck.run_checks(**ROCM, python=here))["python"].ok
+    assert not by_name(selfcheck.run_checks(**ROCM, python="2.7"))["python"].ok

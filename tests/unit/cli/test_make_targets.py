@@ -1,0 +1,47 @@
+"""The Make targets the README shows, run as a user runs them (setup is already done: it is instant)."""
+
+import re
+import subprocess
+
+from tests.conftest import ROOT
+
+
+def make(*args, env):
+    return subprocess.run(["make", "-s", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_help_lists_every_target_with_one_line(job_env):
+    out = make("help", env=job_env).stdout
+    targets = set()
+    for mk in [ROOT / "Makefile", *sorted((ROOT / "mk").glob("*.mk"))]:
+        for line in mk.read_text().splitlines():
+            rule = re.match(r"^([\w.-]+(?: [\w.-]+)*):(?!=)(.*)$", line)
+            if rule and not line.startswith(".") and not re.search(r"export |[:?+]?=", rule.group(2).split("##")[0]):
+                targets.update(rule.group(1).split())
+    for target in targets:
+        assert f" {target} " in out, f"`make help` does not list {target}"
+
+
+def test_list_show_and_overrides(job_env):
+    out = make("list", env=job_env).stdout
+    assert "llama3-8b-z3" in out and "gfx942 x8" in out
+    shown = make("show", "RECIPE=llama3-8b-z3", "SET=learning_rate=5e-5 nodes=2", env=job_env)
+    assert shown.returncode == 0 and "learning_rate: 5.0e-05" in shown.stdout and "nodes: 2" in shown.stdout
+
+
+def test_validate_every_shipped_recipe(job_env):
+    proc = make("validate", env=job_env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("ok  ") == len(list((ROOT / "recipes").glob("*.yaml")))
+
+
+def test_render_through_make(job_env, tmp_path):
+    proc = make("render", "RECIPE=llama3-8b-z3", "RUN_NAME=via-make", "SET=learning_rate=5e-5", env=job_env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "runs" / "via-make" / "ds_config.json").is_file()
+    assert "learning_rate: 5.0e-05" in (tmp_path / "runs" / "via-make" / "train.yaml").read_text()
+
+
+def test_bad_input_through_make_exits_non_zero(job_env):
+    proc = make("render", "RECIPE=nope", env=job_env)
+    assert proc.returncode != 0 and "unknown recipe `nope`" in proc.stderr
