@@ -22,10 +22,11 @@ import shlex
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from . import arches, paths, runs
 from .problems import Problem, ProblemReport
@@ -114,9 +115,9 @@ def commit(root: Path | None = None) -> str:
     """HEAD, with +dirty when tracked files other than results/ differ: appending rows is not a code change."""
     root = root or paths.root()
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":(exclude)results"], capture_output=True, text=True, timeout=5)
+                                ":(exclude)results"], capture_output=True, text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     if head.returncode != 0:
@@ -128,7 +129,7 @@ def _smi_product() -> str | None:
     """The GPU's marketing name from amd-smi or rocm-smi on this host, when either is installed."""
     if shutil.which("amd-smi"):
         try:
-            out = subprocess.run(["amd-smi", "static", "--asic", "--json"], capture_output=True, text=True, timeout=20)
+            out = subprocess.run(["amd-smi", "static", "--asic", "--json"], capture_output=True, text=True, timeout=20, check=False)
             data = json.loads(out.stdout)
             items = data if isinstance(data, list) else data.get("gpu_data", [data]) if isinstance(data, dict) else []
             for item in items:
@@ -139,7 +140,7 @@ def _smi_product() -> str | None:
             pass
     if shutil.which("rocm-smi"):
         try:
-            out = subprocess.run(["rocm-smi", "--showproductname", "--json"], capture_output=True, text=True, timeout=20)
+            out = subprocess.run(["rocm-smi", "--showproductname", "--json"], capture_output=True, text=True, timeout=20, check=False)
             for card in json.loads(out.stdout).values():
                 for key in ("Card Series", "Card series", "Card Model", "Card model"):
                     if isinstance(card, dict) and card.get(key) and card[key] != "N/A":
@@ -240,6 +241,46 @@ def build_row(prep, metrics: Mapping[str, Any], plan_result, *, steps: int, stor
         "overrides": shlex.join(stored_overrides),
     }
     return RowResult(row, notes)
+
+
+# ---------------------------------------------------------------- a bench run dir, recorded later
+
+BENCH_FILE = "bench.json"  # in the run dir: what `rocmft bench --record` needs when the job ends after bench returns
+
+
+def write_record(run_dir: Path, *, recipe_name: str, recipe_path: str, steps: int, stored_overrides: list[str]) -> None:
+    runs.write_json(run_dir / BENCH_FILE, {"recipe": recipe_name, "recipe_path": recipe_path, "steps": steps,
+                                           "overrides": stored_overrides, "recorded_in": None})
+
+
+def read_record(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / BENCH_FILE).read_text())
+    except (OSError, ValueError):
+        raise ProblemReport([Problem(str(run_dir), "", f"not a bench run: no readable {BENCH_FILE}",
+                                     "--record takes a run dir made by `rocmft bench`")]) from None
+
+
+def mark_recorded(run_dir: Path, results: Path) -> None:
+    record = read_record(run_dir)
+    record["recorded_in"] = str(results.resolve())
+    runs.write_json(run_dir / BENCH_FILE, record)
+
+
+def prepared_from_run(run_dir: Path, record: Mapping[str, Any]):
+    """The run as `pipeline.prepare` had it, from the files in its run dir (not from today's recipe)."""
+    import dataclasses
+
+    from . import pipeline, recipes, render
+
+    resolved = run_dir / "recipe.resolved.yaml"
+    if not resolved.is_file():
+        raise ProblemReport([Problem(str(run_dir), "", "no recipe.resolved.yaml: not a run dir")])
+    recipe = recipes.load(str(resolved))
+    recipe = dataclasses.replace(recipe, name=str(record["recipe"]), path=str(record.get("recipe_path") or resolved))
+    run_path = runs.relative(run_dir)
+    rendered = render.render(recipe, run_path)
+    return pipeline.Prepared(recipe, arches.get(recipe.arch), rendered, run_dir, run_path, None, None)
 
 
 # ---------------------------------------------------------------- checking a row
@@ -506,7 +547,7 @@ def render_table(lines: list[ReportLine]) -> str:
             f"{_num(_float(row.get('step_time_p50_s')))}/{_num(_float(row.get('step_time_p90_s')))}",
         ))
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
     out = [fmt(head), fmt(tuple("-" * w for w in widths))]
     out += [fmt(b) for b in body]
     return "\n".join(out)

@@ -192,7 +192,7 @@ def merge_gpus(sysfs: list[GPU], named: list[GPU]) -> list[GPU]:
     if len(named) != len(sysfs):
         return list(sysfs)
     return [GPU(index=s.index, gfx=s.gfx or n.gfx, name=n.name, render_node=s.render_node, pci=s.pci)
-            for s, n in zip(sysfs, named)]
+            for s, n in zip(sysfs, named, strict=True)]
 
 
 # ---------------------------------------------------------------- gathering (reads this machine)

@@ -8,6 +8,7 @@ with Slurm installed but the cluster down, the tests FAIL: CI must start it firs
   torchrun on each, gloo, world size 2; the adapter lands in the shared run dir and the loss fell.
 - A job that fails on the nodes: the exit code and the error reach the user.
 - A partition that does not exist: Slurm's own message, exit 2, no run dir.
+- Ctrl-C while waiting: the job is cancelled (scancel), the run marked interrupted, exit 130.
 Every job has a time limit, so a mistake cannot hang CI.
 """
 
@@ -109,3 +110,40 @@ def test_a_partition_that_does_not_exist_shows_slurms_message(cluster, tmp_path,
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "invalid partition specified: no-such-partition" in proc.stderr
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_ctrl_c_while_waiting_cancels_the_job(cluster, tmp_path, tiny_model):
+    import signal
+    import sys
+
+    env = offline_env(tmp_path)
+    run = tmp_path / "runs" / "slurm-ctrl-c"
+    proc = subprocess.Popen([sys.executable, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "slurm",
+                             "--nodes", "2", "--container", "none", "--wait", "--time", "00:05:00",
+                             "--run-name", run.name, "--no-plan"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace")
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # both nodes started
+            log = run / "train.log"
+            if log.is_file() and "node 1 (n2)" in log.read_text(errors="replace"):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the job did not start on both nodes within 5 minutes")
+        job = _status(run)["job_id"]
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out[-3000:]
+    assert f"cancelling slurm job {job}" in out
+    assert _status(run)["state"] == "interrupted"
+    for _ in range(30):  # the job leaves the queue (scancel), not after its time limit
+        queue = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip()
+        if not queue:
+            break
+        time.sleep(1)
+    assert not queue, queue

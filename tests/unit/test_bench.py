@@ -77,6 +77,18 @@ def test_cli_refuses_a_results_file_with_other_columns_before_running(tmp_path, 
     assert not (tmp_path / "runs").exists()
 
 
+def test_record_needs_a_bench_run_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    assert cli.main(["bench", str(tmp_path / "nope"), "--record", "--results", str(tmp_path / "b.csv")]) == EXIT_INVALID
+    assert "not a run directory" in capsys.readouterr().err
+    run_dir = tmp_path / "runs" / "plain-train-run"
+    run_dir.mkdir(parents=True)
+    (run_dir / "train.yaml").write_text("stage: sft\n")
+    assert cli.main(["bench", str(run_dir), "--record", "--results", str(tmp_path / "b.csv")]) == EXIT_INVALID
+    assert "not a bench run" in capsys.readouterr().err
+    assert not (tmp_path / "b.csv").exists()
+
+
 # ---------------------------------------------------------------- overrides and paths
 
 def test_bench_overrides_are_typed_as_meant():
@@ -319,7 +331,7 @@ def test_report_table_shows_measured_and_predicted():
     table = bench.render_table(lines)
     gpu, cpu = table.splitlines()[2:4]
     assert "llama3-8b-z3" in gpu and "3,100" in gpu and "%" in gpu
-    low, high = lines[0].pred.tokens_per_s
+    low = lines[0].pred.tokens_per_s[0]
     assert f"{low:,.0f}" in gpu
     assert "tiny-cpu" in cpu and "0.58 rss" in cpu and "n/c" in cpu
     notes = "\n".join(bench.render_notes(lines))

@@ -33,8 +33,9 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from transformers import TrainerCallback
 
@@ -105,7 +106,7 @@ def _versions() -> dict[str, str]:
 
         if getattr(torch.version, "hip", None):
             found["rocm"] = str(torch.version.hip)  # the HIP runtime torch was built against
-    except Exception:
+    except ImportError:
         pass
     rocm_file = Path(os.environ.get("ROCM_PATH", "/opt/rocm")) / ".info" / "version"
     if rocm_file.is_file():
@@ -159,7 +160,7 @@ class MetricsCallback(TrainerCallback):
             tensor = torch.tensor(values, dtype=torch.float64, device=device)
             dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
             return [float(v) for v in tensor.cpu().tolist()], f"max over {dist.get_world_size()} ranks"
-        except Exception as exc:  # a failed collective must not fail the run; the row says what it holds
+        except Exception as exc:  # noqa: BLE001 - a failed collective must not fail the run; the row says what it holds
             return values, f"rank 0 only ({type(exc).__name__}: {exc})"
 
     # ------------------------------------------------------------ Trainer events
@@ -170,7 +171,7 @@ class MetricsCallback(TrainerCallback):
             import torch
 
             self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-        except Exception:
+        except (ImportError, RuntimeError):
             self._cuda = False
         self._sync()
         self._train_begin = time.perf_counter()
@@ -235,6 +236,6 @@ class MetricsCallback(TrainerCallback):
                 import torch
 
                 return torch.cuda.get_device_name(torch.cuda.current_device())
-            except Exception:
+            except (RuntimeError, AssertionError):
                 return "gpu"
         return "cpu"

@@ -1,9 +1,14 @@
-"""`rocmft bench RECIPE [k=v...] --steps N`: run a recipe for N steps with metrics on, append one row to results/bench.csv."""
+"""`rocmft bench RECIPE [k=v...] --steps N`: run a recipe for N steps with metrics on, append one row to results/bench.csv.
+
+`rocmft bench RUN_DIR --record`: append the row of a bench run that finished after `rocmft bench` returned
+(RUNTIME=k8s renders the job for kubectl; Slurm with --no-submit).
+"""
 
 from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from .. import bench, pipeline, recipes, runs
 from ..problems import Problem, ProblemReport
@@ -11,6 +16,7 @@ from . import train
 from .common import overrides, warn
 
 HELP = "run RECIPE for a fixed number of steps (saving off) and append one measured row to results/bench.csv"
+ASYNC_RUNTIMES = ("k8s",)  # return once the job is rendered; the row is recorded with --record afterwards
 
 
 def add_arguments(parser) -> None:
@@ -20,9 +26,11 @@ def add_arguments(parser) -> None:
                              f"{bench.WARMUP_STEPS} are warmup, not measured")
     parser.add_argument("--results", default=None,
                         help=f"CSV file to append the row to (default: ${bench.RESULTS_ENV} or results/bench.csv)")
+    parser.add_argument("--record", action="store_true",
+                        help="RECIPE is a finished bench run dir (or `last`): append its row without running anything")
 
 
-def _plan(prep: pipeline.Prepared, steps: int, args):
+def _plan(prep: pipeline.Prepared, steps: int, args, *, check_fit: bool):
     """The planner's result (its FLOPs per token give the MFU); also the `make train` fit check unless --no-plan."""
     try:
         from .. import plan as planner
@@ -30,12 +38,52 @@ def _plan(prep: pipeline.Prepared, steps: int, args):
         print(f"note: planner not available ({exc}): MFU will be left empty", flush=True)
         return None
     result = planner.check(prep.recipe, steps=steps)
-    if not args.no_plan:
+    if check_fit and not args.no_plan:
         print(result.summary, flush=True)
         if not result.fits and not args.force:
             raise ProblemReport([Problem(prep.recipe.path, "", "the planner says this run does not fit in GPU memory",
                                          "follow a suggestion above, or FORCE=1 to bench it anyway")])
     return result
+
+
+def _append(prep: pipeline.Prepared, run_dir: Path, result, results: Path, record: dict) -> int:
+    metrics_file = run_dir / "metrics.json"
+    if not metrics_file.is_file():
+        state = runs.read_status(run_dir).get("state", "not started")
+        print(f"[rocmft] bench: {runs.relative(metrics_file)} is missing (run state: {state}; the metrics callback "
+              "writes it when training ends): no row written", flush=True)
+        return 1
+    metrics = json.loads(metrics_file.read_text())
+    built = bench.build_row(prep, metrics, result, steps=int(record["steps"]), stored_overrides=list(record["overrides"]))
+    for note in built.notes:
+        print(f"note: {note}", flush=True)
+    problems = bench.validate_row(built.row)
+    if problems:
+        print(f"[rocmft] bench: the measured row is not valid, not written (metrics: {runs.relative(metrics_file)}):", flush=True)
+        for problem in problems:
+            print(f"[rocmft]   {problem}", flush=True)
+        return 1
+    bench.append_row(results, built.row)
+    bench.mark_recorded(run_dir, results)
+    row = built.row
+    memory = "peak memory/GPU" if prep.arch.is_gpu else "peak RSS"
+    print(f"[rocmft] bench: {float(row['tokens_per_s_per_gpu']):,.1f} tokens/s/GPU (non-padding), "
+          f"MFU {row['mfu'] or '-'}, {memory} {float(row['peak_mem_gib']):.3f} GiB, "
+          f"step p50/p90 {float(row['step_time_p50_s']):.4g}/{float(row['step_time_p90_s']):.4g} s "
+          f"({metrics.get('measured_steps')} measured after {metrics.get('warmup_steps')} warmup)", flush=True)
+    print(f"[rocmft] row appended to {runs.relative(results)}  (make bench-report to compare with the planner)", flush=True)
+    print("[rocmft] row: " + shlex.join(f"{k}={v}" for k, v in row.items()), flush=True)
+    return 0
+
+
+def _record(args, results: Path) -> int:
+    run_dir = runs.find(args.recipe)
+    record = bench.read_record(run_dir)
+    if record.get("recorded_in"):
+        raise ProblemReport([Problem(str(run_dir), "", f"already recorded in {record['recorded_in']}",
+                                     "a run gives one row; bench again for another")])
+    prep = bench.prepared_from_run(run_dir, record)
+    return _append(prep, run_dir, _plan(prep, int(record["steps"]), args, check_fit=False), results, record)
 
 
 def run(args) -> int:
@@ -45,6 +93,8 @@ def run(args) -> int:
                                      "drop RESUME= (the row would measure a resumed run's first steps as warmup)")])
     results = bench.results_path(args.results)
     bench.check_results_file(results)  # a wrong header is found before a run is spent
+    if args.record:
+        return _record(args, results)
     user = overrides(args)
     draft = recipes.load(args.recipe, user)  # for the run name and neat_packing only; prepare re-loads it
     run_name = args.run_name or runs.choose(f"{draft.name}-bench").name
@@ -58,40 +108,26 @@ def run(args) -> int:
     runtime = args.runtime or ("docker" if prep.arch.is_gpu else "local")
     if runtime not in train.RUNTIMES:
         raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{runtime}`", f"one of: {', '.join(train.RUNTIMES)}")])
-    result = _plan(prep, steps, args)
+    if runtime == "slurm":
+        args.wait = True  # sbatch --wait: the row is written when the job has ended
+    result = _plan(prep, steps, args, check_fit=True)
     try:
-        module = train._runtime_module(runtime)
+        module = train.runtime_module(runtime)
     except ImportError as exc:
         raise ProblemReport([Problem("", "RUNTIME", f"runtime `{runtime}` is not available: {exc}")]) from None
-    code = module.launch(prep, args)
-    if code != 0:
-        print(f"[rocmft] bench: the run did not succeed (exit code {code}): no row written", flush=True)
-        return code
-    metrics_file = prep.run_dir / "metrics.json"
-    if not metrics_file.is_file():
-        print(f"[rocmft] bench: {runs.relative(metrics_file)} is missing (the metrics callback did not run, or the "
-              f"runtime `{runtime}` returned before the job ended): no row written", flush=True)
-        return 1
-    metrics = json.loads(metrics_file.read_text())
     placed = ("arch", "gpus_per_node", "nodes")  # recorded from the prepared recipe, whatever set them
     stored = [o for o in user if o.partition("=")[0] not in placed]
     stored += [f"arch={prep.recipe.arch}", f"gpus_per_node={prep.recipe.gpus_per_node}", f"nodes={prep.recipe.nodes}"]
-    built = bench.build_row(prep, metrics, result, steps=steps, stored_overrides=stored)
-    for note in built.notes:
-        print(f"note: {note}", flush=True)
-    problems = bench.validate_row(built.row)
-    if problems:
-        print(f"[rocmft] bench: the measured row is not valid, not written (metrics: {runs.relative(metrics_file)}):", flush=True)
-        for problem in problems:
-            print(f"[rocmft]   {problem}", flush=True)
-        return 1
-    bench.append_row(results, built.row)
-    row = built.row
-    memory = "peak RSS" if not prep.arch.is_gpu else "peak memory/GPU"
-    print(f"[rocmft] bench: {float(row['tokens_per_s_per_gpu']):,.1f} tokens/s/GPU (non-padding), "
-          f"MFU {row['mfu'] or '-'}, {memory} {float(row['peak_mem_gib']):.3f} GiB, "
-          f"step p50/p90 {float(row['step_time_p50_s']):.4g}/{float(row['step_time_p90_s']):.4g} s "
-          f"({metrics.get('measured_steps')} measured after {metrics.get('warmup_steps')} warmup)", flush=True)
-    print(f"[rocmft] row appended to {runs.relative(results)}  (make bench-report to compare with the planner)", flush=True)
-    print("[rocmft] row: " + shlex.join(f"{k}={v}" for k, v in row.items()), flush=True)
-    return 0
+    code = module.launch(prep, args)
+    if prep.run_dir.is_dir():
+        bench.write_record(prep.run_dir, recipe_name=prep.recipe.name,
+                           recipe_path=prep.recipe.path, steps=steps, stored_overrides=stored)
+    if code != 0:
+        print(f"[rocmft] bench: the run did not succeed (exit code {code}): no row written", flush=True)
+        return code
+    if not (prep.run_dir / "metrics.json").is_file() and (runtime in ASYNC_RUNTIMES or not getattr(args, "submit", True)):
+        rel = runs.relative(prep.run_dir)
+        print(f"[rocmft] bench: the job runs outside this command; when it has finished, append its row with:\n"
+              f"  rocmft bench {rel} --record{' --results ' + shlex.quote(str(results)) if args.results else ''}", flush=True)
+        return 0
+    return _append(prep, prep.run_dir, result, results, bench.read_record(prep.run_dir))

@@ -12,7 +12,7 @@ HELP = "render + validate + plan + launch a recipe (RUNTIME=local|docker|slurm|k
 RUNTIMES = ("local", "docker", "slurm", "k8s")
 
 
-def _runtime_module(name: str):
+def runtime_module(name: str):
     return importlib.import_module(f"rocmft.launch.{name}")
 
 
@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="do not echo the job's output (it still goes to train.log)")
     for name in RUNTIMES:
         try:
-            module = _runtime_module(name)
+            module = runtime_module(name)
         except ImportError:
             continue
         if hasattr(module, "add_arguments"):
@@ -58,7 +58,7 @@ def run(args) -> int:
     if not args.no_plan:
         _check_plan(prep, args.force)
     try:
-        module = _runtime_module(runtime)
+        module = runtime_module(runtime)
     except ImportError as exc:
         raise ProblemReport([Problem("", "RUNTIME", f"runtime `{runtime}` is not available: {exc}")]) from None
     return module.launch(prep, args)

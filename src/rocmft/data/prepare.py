@@ -171,7 +171,7 @@ def preflight(opts: Options) -> list[Problem]:
         problems.append(Problem(str(src), "IN", f"is one of the files this run writes ({rejects.name} or {registry.FILE_NAME})",
                                 "copy it elsewhere first or pick another NAME="))
     if out.exists() and not _same(src, out) and not opts.force:
-        problems.append(Problem(str(out), "NAME", f"data/{out.name} exists already and is not IN",
+        problems.append(Problem(str(out), "NAME", f"{_rel(out)} exists already and is not IN",
                                 "pick another NAME=, or FORCE=1 to replace it"))
     if data_dir.is_dir():
         problems += registry.conflict(data_dir, opts.name, opts.force)
@@ -424,7 +424,7 @@ def run(opts: Options) -> Summary:
     started = time.perf_counter()
     bar = _progress(opts, opts.source.stat().st_size)
     try:
-        with open(opts.source, "rb") as fh:
+        with open(opts.source, "rb", buffering=_CHUNK) as fh:
             if opts.convert:
                 state.array(fh, bar)
             else:
@@ -467,7 +467,10 @@ class _Pass:
         if self.reject_write is None:
             self.rejects.open(0)
             self.reject_write = self.rejects.fh.write
-        record: dict[str, Any] = {s.unit: lineno, "offset": offset, "reason": reason, "detail": detail}
+        record: dict[str, Any] = {s.unit: lineno}
+        if s.unit == "line":
+            record["offset"] = offset  # bytes from the start of the file
+        record["reason"], record["detail"] = reason, detail
         if raw is not None:
             body = raw.rstrip(b"\r\n")
             try:
@@ -644,15 +647,17 @@ def _finish(opts: Options, summary: Summary, writer: _Writer, rejects: _Writer, 
             if summary.first_line.get("invalid_json") == 1 and _first_line(src).strip() in (b"{", b"{\r"):
                 hint = "it looks like one pretty-printed JSON document: JSONL needs one complete object per line; " + hint
             raise ProblemReport([Problem(str(src), "IN", f"no valid rows: all {summary.rows:,} were rejected", hint)])
-        if not dirty and writer.fh is None:
+        same = _same(src, out_path)
+        if same or (not dirty and writer.fh is None):
+            if dirty:
+                fixes = summary.n_rejected + summary.blank_lines + summary.normalized
+                raise ProblemReport([Problem(str(src), "IN", f"is {_rel(out_path)} itself and has {fixes:,} lines to drop or fix; "
+                                             "it is never modified",
+                                             f"register the cleaned copy under another NAME= (the rejects are in {_rel(rejects.target)})")])
             # Clean and already in the data folder: registered where it is, never rewritten.
             summary.in_place = True
-            summary.output = src
-            file_name = os.path.relpath(src.resolve(), data_dir.resolve())
-        elif _same(src, out_path):
-            raise ProblemReport([Problem(str(src), "IN", f"is data/{out_path.name} itself and has {summary.n_rejected + summary.blank_lines + summary.normalized:,} "
-                                         "rows to drop or fix; it is never modified",
-                                         f"register the cleaned copy under another NAME= (the rejects are in {_rel(rejects.target)})")])
+            summary.output = out_path if same else src
+            file_name = out_path.name if same else os.path.relpath(src.resolve(), data_dir.resolve())
         else:
             writer.commit()
             summary.output = out_path

@@ -65,7 +65,10 @@ def _size(n: int | None) -> str:
 def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, arch: str | None = None) -> Report:
     """`arch`: the arch the user means to run (ARCH=); by default the one the GPUs are."""
     out: list[Finding] = []
-    add = lambda level, what, fix="": out.append(Finding(level, what, fix))  # noqa: E731
+
+    def add(level: str, what: str, fix: str = "") -> None:
+        out.append(Finding(level, what, fix))
+
     has_kfd = KFD in host.devices
     render_nodes = [d for d in host.devices if d.startswith(DRI + "/renderD")]
     no_gpu = not host.gpus and not has_kfd and not render_nodes
@@ -161,13 +164,14 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
             "without Docker: RUNTIME=local")
 
     # ---- disk for checkpoints, shared memory, IOMMU
-    for path, free in host.disk_free.items():
+    runs_path = host.runs_dir if host.runs_dir in host.disk_free else next(iter(host.disk_free), None)
+    if runs_path is not None:  # checkpoints land in the runs dir
+        free = host.disk_free[runs_path]
         need = RUNS_DISK_CPU if no_gpu else RUNS_DISK_GPU
         level = "ok" if free >= need else "warn"
-        add(level, f"free disk for runs and checkpoints ({path}): {_size(free)}",
-            "" if level == "ok" else f"full fine-tunes of 8B models write ~110 GB per checkpoint: free space, keep fewer "
+        add(level, f"free disk for runs and checkpoints ({runs_path}): {_size(free)}",
+            "" if level == "ok" else "full fine-tunes of 8B models write ~110 GB per checkpoint: free space, keep fewer "
             "checkpoints (save_total_limit), or point ROCMFT_RUNS at a larger disk")
-        break  # the project and the runs dir usually share a disk: one line
     if host.shm_bytes is not None:
         if no_gpu:
             add("ok", f"shared memory /dev/shm: {_size(host.shm_bytes)} (CPU containers get a private 2 GB one)")

@@ -75,6 +75,16 @@ class BuildPlan:
         return out
 
 
+def kernels(arch: Arch, versions: Versions, flash_attn: str) -> tuple[str, str]:
+    """(flash-attn backend to build or "none", bitsandbytes version or ""): what the image compiles or
+    installs beyond the training stack. The wheelhouse asks the same question."""
+    if flash_attn not in FLASH_ATTN_MODES:
+        raise ValueError(f"flash_attn must be one of {FLASH_ATTN_MODES}, not {flash_attn!r}")
+    backend = arch.flash_attn if arch.flash_attn in ("ck", "triton") and flash_attn != "skip" else "none"
+    bnb = versions.bitsandbytes if (arch.is_gpu and arch.bitsandbytes) else ""
+    return backend, bnb
+
+
 def flash_attn_label(arch: Arch, versions: Versions, mode: str) -> str:
     if arch.flash_attn not in ("ck", "triton"):
         return f"none (no flash-attn backend for {arch.name})"
@@ -86,13 +96,12 @@ def flash_attn_label(arch: Arch, versions: Versions, mode: str) -> str:
 def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wheelhouse: str = "",
                context: str = ".", flash_attn: str = "auto", max_jobs: int = 4) -> BuildPlan:
     """The whole build, decided: nothing here touches Docker, the disk or the network."""
-    if flash_attn not in FLASH_ATTN_MODES:
-        raise ValueError(f"flash_attn must be one of {FLASH_ATTN_MODES}, not {flash_attn!r}")
+    _, bnb = kernels(arch, versions, flash_attn)
     gpu = arch.is_gpu
     # cpu: the lock's CPU torch (the arch table repeats it for readers; a unit test keeps them equal).
     torch_version = (arch.torch or "") if gpu else versions.torch_cpu
-    backend = arch.flash_attn if arch.flash_attn in ("ck", "triton") else "none"
-    bnb = versions.bitsandbytes if (gpu and arch.bitsandbytes) else ""
+    # FLASH_ATTN_BACKEND is the arch's (the image label and self-check tell skipped from absent).
+    backend = kernels(arch, versions, "auto")[0]
     ds_ops = " ".join(GPU_DS_OPS) if gpu else ""
     rocm = arch.rocm if gpu and arch.rocm else "none"
     buildargs = {

@@ -11,6 +11,7 @@ complete before an offline build (a missing wheel is named, not found out 5 minu
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from typing import Mapping
 
 from ..arches import Arch
 from ..problems import Problem, ProblemReport
-from .plan import FLASH_ATTN_MODES
+from .plan import kernels
 from .versions import Versions, canonical, read_pins
 
 MANIFEST = "rocmft-wheelhouse.json"
@@ -62,12 +63,12 @@ def required_pins(arch: Arch, versions: Versions, train: Path, flash_attn: str =
     pins = [f"{name}=={version}" for name, version in read_pins(train).items()]
     pins.append(f"deepspeed=={versions.deepspeed}")
     pins += list(versions.build_deps)
-    if arch.is_gpu:
-        if flash_attn != "skip" and arch.flash_attn in ("ck", "triton"):
-            pins.append(f"flash-attn=={versions.flash_attn}")
-        if arch.bitsandbytes:
-            pins.append(f"bitsandbytes=={versions.bitsandbytes}")
-    else:
+    backend, bnb = kernels(arch, versions, flash_attn)
+    if backend != "none":
+        pins.append(f"flash-attn=={versions.flash_attn}")
+    if bnb:
+        pins.append(f"bitsandbytes=={bnb}")
+    if not arch.is_gpu:
         pins.insert(0, f"torch=={versions.torch_cpu}")
     return pins
 
@@ -75,8 +76,6 @@ def required_pins(arch: Arch, versions: Versions, train: Path, flash_attn: str =
 def wheelhouse_plan(arch: Arch, versions: Versions, folder: Path, *, lock: Path, train: Path, dev: Path | None = None,
                     python: str = sys.executable, flash_attn: str = "auto") -> WheelhousePlan:
     """The pip commands that fill `folder` for `arch`: pure (reads only the requirement files)."""
-    if flash_attn not in FLASH_ATTN_MODES:
-        raise ValueError(f"flash_attn must be one of {FLASH_ATTN_MODES}")
     pip = (python, "-m", "pip", "download", "--disable-pip-version-check", "--dest", str(folder))
     required = required_pins(arch, versions, train, flash_attn)
     # Sdists (deepspeed, flash-attn) have their metadata prepared by pip: no build isolation (it would
@@ -168,15 +167,13 @@ _NOT_FOUND = re.compile(r"No matching distribution found for ([^\s]+)")
 
 def run(plan: WheelhousePlan, *, make_hint: str, out=sys.stdout) -> int:
     """Download, write the manifest, check. Returns 0, or raises a ProblemReport naming what failed."""
-    import os
-
     folder = Path(plan.folder)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     for cmd in plan.commands:
         print(f"==> pip download for {plan.arch} (Python {plan.python}) into {folder}", file=out, flush=True)
         proc = subprocess.run(cmd, env={**os.environ, **plan.env}, capture_output=True, text=True)
-        log = folder.parent / f".{plan.arch}-download.log"
+        log = folder / ".download.log"  # hidden: never sent with the build context
         log.write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             text = proc.stdout + proc.stderr

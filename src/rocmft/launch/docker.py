@@ -443,7 +443,11 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     code, started = 1, None
     try:
-        container = client.containers.create(**sdk_kwargs(spec, caller_env))
+        try:
+            container = client.containers.create(**sdk_kwargs(spec, caller_env))
+        except APIError as exc:
+            say(f"the daemon refused to create the container: {exc.explanation or exc}")
+            return 125
         holder["container"] = container
         runs.mark(run_dir, "running", runtime="docker", container=spec.name, container_id=container.id[:12],
                   image=spec.image, launcher_pid=os.getpid(), host=socket.gethostname())

@@ -565,6 +565,8 @@ def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait
         print(err.strip(), file=sys.stderr, flush=True)
     if interrupted:
         runs.mark(run_dir, "interrupted", exit_code=128 + interrupted[0], job_id=job_id)
+        print(f"[rocmft] interrupted: slurm job {job_id} cancelled, {rel} marked interrupted", flush=True)
+        return 128 + interrupted[0]
     status = runs.read_status(run_dir)
     if status.get("state") in ("succeeded", "failed", "diverged") and status.get("job_id") == job_id:
         return int(status.get("exit_code", code))  # the job recorded how it ended (and printed it into train.log)

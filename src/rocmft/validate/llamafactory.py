@@ -52,7 +52,14 @@ def _parser():
 
 
 def _known_fields(lf_parser) -> dict[str, Any]:
-    return {f.name: f for dc in lf_parser._TRAIN_ARGS for f in dataclasses.fields(dc) if f.init}
+    """Field name -> declared type. From the annotations: HfArgumentParser rewrites `field.type` in place."""
+    hints: dict[str, Any] = {}
+    for dc in lf_parser._TRAIN_ARGS:
+        declared = {}
+        for klass in reversed(dc.__mro__):
+            declared.update(getattr(klass, "__annotations__", {}))
+        hints.update({f.name: declared.get(f.name, f.type) for f in dataclasses.fields(dc) if f.init})
+    return hints
 
 
 def _type_name(action: argparse.Action) -> str:
@@ -122,7 +129,10 @@ def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
                                     KNOWN_WRONG.get(key) or did_you_mean(key, fields)))
             continue
         action = actions.get(f"--{key}")
-        problem = _value_problem(action, key, value, file) if action is not None and value is not None else None
+        # `str | bool` fields take either; argparse can only express one of them (the bool), the YAML both.
+        takes_str = isinstance(value, str) and "str" in str(fields[key]).replace("string", "")
+        problem = (_value_problem(action, key, value, file)
+                   if action is not None and value is not None and not takes_str else None)
         if problem:
             bad.add(key)
             problems.append(problem)

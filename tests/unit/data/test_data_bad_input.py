@@ -159,7 +159,7 @@ def test_in_equal_to_the_output_with_bad_rows_is_never_clobbered(tmp_path):
     data = tmp_path / "data"
     src = write(data / "ds.jsonl", ALPACA, b"bad\n", ALPACA)
     text = refused(src, data)
-    assert "is data/ds.jsonl itself" in text and "never modified" in text and "another NAME" in text
+    assert "data/ds.jsonl itself" in text and "never modified" in text and "another NAME" in text
     assert not (data / "dataset_info.json").exists()
     assert [r["line"] for r in rejects(data)] == [2]  # the rejects still say what is wrong
     assert not list(data.glob(".*tmp*"))
@@ -212,3 +212,13 @@ def test_stale_rejects_removed_when_a_forced_rerun_is_clean(tmp_path):
 def test_progress_bar_runs(tmp_path):
     src = write(tmp_path / "in.jsonl", *([ALPACA] * 5000))
     assert run(src, tmp_path / "data", progress=True).kept == 5000
+
+
+def test_output_name_linked_to_in_is_never_written_through(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    src = write(tmp_path / "in.jsonl", ALPACA, b"bad\n")
+    (data / "ds.jsonl").symlink_to(src)
+    before = digest(src)
+    assert "itself" in refused(src, data)
+    assert digest(src) == before and (data / "ds.jsonl").is_symlink()

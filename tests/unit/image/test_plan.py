@@ -183,3 +183,16 @@ def test_unknown_arch_lists_the_known_ones(capsys):
         assert name in err
     assert main(["image", "--dry-run"]) == 2
     assert "no arch given" in capsys.readouterr().err
+
+
+def test_dockerfile_defaults_are_the_gfx942_plan():
+    """A bare `docker build -f docker/Dockerfile .` builds what `make image ARCH=gfx942` plans (the
+    defaults cannot drift from the arch table and the lock)."""
+    defaults = {}
+    for name, value in re.findall(r"^ARG ([A-Z_]+)=(.*)$", DOCKERFILE, flags=re.M):
+        value = value.strip()
+        defaults.setdefault(name, value[1:-1] if value[:1] == value[-1:] == '"' else value)
+    plan = build_plan(arches.table()["gfx942"], from_lock(), "unknown", offline=False)
+    for name, value in plan.buildargs.items():
+        if name in defaults:
+            assert defaults[name] == value, f"ARG {name}={defaults[name]} but the gfx942 plan says {value}"

@@ -356,19 +356,31 @@ def test_container_that_cannot_start(run_dir, capsys):
     assert "did not start" in capsys.readouterr().out and container.removed
 
 
-def test_ctrl_c_stops_and_removes_the_container_and_marks_the_run(run_dir):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_and_removes_the_container_and_marks_the_run(run_dir, sig):
     def interrupt(container):
-        os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C while the job runs
+        os.kill(os.getpid(), sig)  # the user presses Ctrl-C (or a scheduler sends SIGTERM) while the job runs
         assert container.stopped.wait(10), "the container was not stopped"
 
     container = FakeContainer([b"training...\n"], code=0, on_stream=interrupt)
-    before = signal.getsignal(signal.SIGINT)
+    before = signal.getsignal(sig)
     code = rt.run_container(FakeClient(container), cpu_spec(), run_dir, quiet=True)
-    assert code == 130
+    assert code == 128 + sig
     assert container.calls[:2] == ["start", f"stop({rt.STOP_TIMEOUT_S})"] and container.removed
     status = runs.read_status(run_dir)
-    assert status["state"] == "interrupted" and status["signal"] == "SIGINT" and status["exit_code"] == 130
-    assert signal.getsignal(signal.SIGINT) is before  # the launcher's handlers are restored
+    assert status["state"] == "interrupted" and status["signal"] == sig.name and status["exit_code"] == 128 + sig
+    assert signal.getsignal(sig) is before  # the launcher's handlers are restored
+
+
+def test_daemon_refusing_to_create_is_a_failed_run_not_a_traceback(run_dir, capsys):
+    from docker.errors import APIError
+
+    class Refusing(FakeClient):
+        def create(self, **kw):
+            raise APIError("409", explanation="Conflict. The container name \"/rocmft-x\" is already in use")
+
+    assert rt.run_container(Refusing(None), cpu_spec(), run_dir) == 125
+    assert "refused to create the container: Conflict" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- daemon and image refusals
@@ -417,7 +429,7 @@ def test_image_built_for_another_arch_is_refused():
     with pytest.raises(ProblemReport) as exc:
         rt.resolve_image(client, A["gfx942"], "my/image:1")
     assert "no ai.rocmft.arch label" in str(exc.value)
-    tag, image = rt.resolve_image(client_with({tags("gfx942")[0]: FakeImage("gfx942", tags=[tags("gfx942")[0]])}), A["gfx942"])
+    tag, _image = rt.resolve_image(client_with({tags("gfx942")[0]: FakeImage("gfx942", tags=[tags("gfx942")[0]])}), A["gfx942"])
     assert tag == tags("gfx942")[0]
 
 

@@ -52,3 +52,9 @@ def test_host_dependent_bf16_does_not_mask_a_typo():
     args["lora_rnak"] = 8
     check = lf.check(args, "t.yaml", arches.table()["gfx942"])
     assert [p.key for p in check.problems] == ["lora_rnak"]
+
+
+def test_str_or_bool_fields_take_a_string():
+    args = args_for()
+    args["include_num_input_tokens_seen"] = "non_padding"
+    assert lf.check(args, "t.yaml", arches.table()["cpu"]).problems == []
