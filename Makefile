@@ -27,7 +27,7 @@ export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 opt = $(if $(strip $(2)),$(1) $(2))
 TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--nodes,$(NODES)) \
               $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--run-name,$(RUN_NAME)) \
-              $(if $(filter 1 yes true,$(FORCE)),--force)
+              $(if $(filter 1 yes true,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF))
 
 .PHONY: help setup
 help: ## list the targets (this screen)

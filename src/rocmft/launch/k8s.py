@@ -218,7 +218,7 @@ def launch(prep, args) -> int:
     root = paths.root()
     time_limit = str(getattr(args, "time_limit", None) or slurm.DEFAULT_TIME).strip()
     problems: list[Problem] = []
-    if not slurm._TIME.match(time_limit):  # noqa: SLF001 - one time format for both runtimes
+    if not slurm._TIME.match(time_limit):  # one time format for both runtimes
         problems.append(Problem("", "TIME", f"`{time_limit}` is not a time limit", "e.g. TIME=04:00:00 (hours:minutes:seconds)"))
     if getattr(args, "gpus", None):
         problems.append(Problem("", "GPUS", "GPUS= picks cards on this machine; in a pod the device plugin decides",

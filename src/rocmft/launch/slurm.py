@@ -84,7 +84,7 @@ class SlurmOptions:
 
 def _add_once(parser, *names: str, **kwargs) -> None:
     """slurm.py and k8s.py share a few options; every runtime's options land on the same parser."""
-    if any(name in parser._option_string_actions for name in names):  # noqa: SLF001 - argparse has no public lookup
+    if any(name in parser._option_string_actions for name in names):  # argparse has no public lookup
         return
     parser.add_argument(*names, **kwargs)
 
@@ -102,7 +102,7 @@ def add_arguments(parser) -> None:
     add_shared_arguments(parser)
     _add_once(parser, "--partition", default=None, help="slurm: partition (PARTITION=)")
     _add_once(parser, "--account", default=None, help="slurm: account to charge (ACCOUNT=)")
-    _add_once(parser, "--container", default=None, choices=None,
+    _add_once(parser, "--container", default=None,
               help="slurm: apptainer | docker | none (default: apptainer for GPU arches, none for cpu)")
     _add_once(parser, "--sif", default=None, help="slurm: the Apptainer image (default: rocmft-<arch>.sif in the project root)")
     _add_once(parser, "--sbatch-args", dest="sbatch_args", default="",
@@ -203,7 +203,8 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Pat
             for name in env_names:
                 words += ["-e", name]  # the value comes from the task's environment, never from this file
         else:
-            words += ["-e", "ROCMFT_SKIP_GPU_CHECK=1"]  # bookkeeping needs no GPU: skip the image's device check
+            # bookkeeping needs no GPU (skip the image's device check) but the job's id and nodes
+            words += ["-e", "ROCMFT_SKIP_GPU_CHECK=1", "-e", "SLURM_JOB_ID", "-e", "SLURM_JOB_NODELIST"]
         for path in binds:
             words += ["-v", f"{path}:{path}"]
         return words + ["-w", str(root), str(opts.image)]
@@ -437,8 +438,8 @@ def shared_fs_problems(recipe: Recipe, run_dir: Path, mounts_text: str | None = 
     if recipe.nodes < 2:
         return []
     found = mount_fstype(run_dir, mounts_text)
-    if not found or found[1] not in LOCAL_FS:
-        return []
+    if not found or found[1] in SHARED_FS or found[1] not in LOCAL_FS:
+        return []  # shared, or a type this list does not know: not judged
     point, fstype = found
     return [Problem("", "run dir",
                     f"{runs.relative(run_dir)} is on {fstype} at {point}, usually local to one machine: the other "
@@ -480,9 +481,15 @@ def preflight(prep, args, opts: SlurmOptions, *, submit: bool, root: Path,
 
 # ---------------------------------------------------------------- submitting
 
-def test_submission(script: str, root: Path) -> None:
+def slurm_verdict(script: str, root: Path) -> None:
     """`sbatch --test-only`: Slurm's own verdict on partition, account, limits, shown verbatim, before any run dir."""
-    proc = subprocess.run(["sbatch", "--test-only"], input=script, text=True, capture_output=True, cwd=root, timeout=60)
+    try:
+        proc = subprocess.run(["sbatch", "--test-only"], input=script, text=True, capture_output=True, cwd=root,
+                              timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        print("warning: sbatch --test-only did not answer within 60 s; submitting without Slurm's pre-check",
+              file=sys.stderr, flush=True)
+        return
     if proc.returncode != 0:
         message = (proc.stderr or proc.stdout).strip() or f"sbatch --test-only exited {proc.returncode}"
         raise ProblemReport([Problem("", "sbatch", f"Slurm refused the job: {message}",
@@ -589,7 +596,7 @@ def launch(prep, args) -> int:
     run_dir = Path(os.path.abspath(prep.run_dir))
     script = render_script(plan, prep.recipe, prep.arch, opts, root=root, run_dir=run_dir, python=python)
     if want_submit:
-        test_submission(script, root)
+        slurm_verdict(script, root)
     pipeline.commit(prep)
     (run_dir / "plan.json").write_text(plan.to_json())
     runs.write_versions(run_dir, image=opts.sif or opts.image,
