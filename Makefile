@@ -17,9 +17,6 @@ TO      ?=
 VENV   := .venv
 PY     := $(VENV)/bin/python
 ROCMFT := $(VENV)/bin/rocmft
-# Offline by default: no model or dataset is ever fetched from a hub by the demo or the tests.
-export HF_HUB_OFFLINE ?= 1
-export HF_DATASETS_OFFLINE ?= 1
 export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cache/torch_extensions
 export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 

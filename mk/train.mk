@@ -1,6 +1,9 @@
 # Training: the demo, train, export, the tiny model, and the tests.
 .PHONY: demo train export tiny-model test test-unit test-train
 MULTINODE_FLAGS ?=
+# The demo and the tests never fetch a model or dataset from a hub (GPU recipes may: they name hub models).
+demo test test-unit test-train: export HF_HUB_OFFLINE ?= 1
+demo test test-unit test-train: export HF_DATASETS_OFFLINE ?= 1
 
 tiny-model: setup ## build the tiny test model offline into models/tiny-llama (no hub)
 	@$(PY) scripts/make_tiny_model.py

@@ -35,7 +35,7 @@ def _to_yaml(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
 
 
-def _environment() -> SandboxedEnvironment:
+def environment() -> SandboxedEnvironment:
     env = SandboxedEnvironment(
         loader=FileSystemLoader([str(paths.templates_dir()), str(paths.ds_configs_dir())]),
         undefined=StrictUndefined,
@@ -71,7 +71,7 @@ def render(recipe: Recipe, run_path: str, resume_from: str | None = None) -> Ren
     prec, problems = precision.resolve(recipe.precision, arch, recipe.path)
     warnings = raise_if_errors(problems)
     args = train_args(recipe, run_path, prec, resume_from)
-    env = _environment()
+    env = environment()
     train_yaml = env.get_template(TRAIN_TEMPLATE).render(
         version=__version__, recipe=recipe.name, arch=arch.name, precision=prec,
         run_path=run_path, args=args,

@@ -7,6 +7,8 @@ with Slurm installed but the cluster down, the tests FAIL: CI must start it firs
 - `make train RECIPE=tiny-cpu RUNTIME=slurm NODES=2 CONTAINER=none WAIT=1`: one task per node (n1, n2),
   torchrun on each, gloo, world size 2; the adapter lands in the shared run dir and the loss fell.
 - A job that fails on the nodes: the exit code and the error reach the user.
+- CONTAINER=docker with the CPU image (when a Docker daemon is configured, as in CI): same training, no
+  container left behind.
 - A partition that does not exist: Slurm's own message, exit 2, no run dir.
 - Ctrl-C while waiting: the job is cancelled (scancel), the run marked interrupted, exit 130.
 Every job has a time limit, so a mistake cannot hang CI.
@@ -102,6 +104,34 @@ def test_a_failing_job_reports_its_exit_code_and_message(cluster, tmp_path, tiny
     assert re.search(r"\[rocmft\] node n[12] \(task [01]\) exited with code 1", out), out[-3000:]
     status = _status(tmp_path / "runs" / "slurm-fails")
     assert status["state"] == "failed" and status["exit_code"] == 1
+
+
+def test_container_docker_on_two_nodes_with_the_cpu_image(cluster, tmp_path, tiny_model):
+    """CONTAINER=docker for real: each node's task runs the plan's argv in the CPU image (needs dockerd too)."""
+    import os
+
+    if not (os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock")):
+        pytest.skip("no Docker daemon configured (DOCKER_HOST unset): in CI eval \"$(scripts/ci/dockerd-up.sh)\"")
+    from rocmft.image import tags
+
+    image = tags("cpu")[0]
+    have = subprocess.run(["docker", "image", "inspect", image], capture_output=True, text=True, timeout=60)
+    if have.returncode != 0:
+        pytest.fail(f"no {image} on the Docker daemon: `make wheelhouse ARCH=cpu && make image ARCH=cpu OFFLINE=1`")
+    run = tmp_path / "runs" / "slurm-docker"
+    proc = rocmft("train", "tiny-cpu", "--runtime", "slurm", "--nodes", "2", "--container", "docker", "--wait",
+                  "--time", TIME, "--run-name", run.name, "--no-plan", env=offline_env(tmp_path), timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert "[rocmft] node 0 (n1): 1 process" in out and "[rocmft] node 1 (n2): 1 process" in out
+    assert f" {image} python -m torch.distributed.run " in (run / "sbatch.sh").read_text()
+    assert (run / "output" / "adapter_model.safetensors").is_file()
+    status = _status(run)
+    assert status["state"] == "succeeded" and status["nodelist"] == "n[1-2]"
+    assert out.count("[rocmft] done:") == 1  # recorded once, by the job, inside the container
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=rocmft-{status['job_id']}-"],
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+    assert left == "", "containers left behind"
 
 
 def test_a_partition_that_does_not_exist_shows_slurms_message(cluster, tmp_path, tiny_model):

@@ -84,7 +84,7 @@ def test_resume_and_multinode_settings():
 def test_sandbox_refuses_unsafe_template_code(tmp_path):
     from jinja2.exceptions import SecurityError
 
-    env = render._environment()
+    env = render.environment()
     with pytest.raises(SecurityError):
         env.from_string("{{ ''.__class__.__mro__[1].__subclasses__() }}").render()
 
@@ -93,7 +93,7 @@ def test_strict_undefined_fails_on_a_missing_variable():
     from jinja2.exceptions import UndefinedError
 
     with pytest.raises(UndefinedError):
-        render._environment().from_string("{{ nope }}").render()
+        render.environment().from_string("{{ nope }}").render()
 
 
 def test_nothing_secret_in_rendered_files(monkeypatch):

@@ -11,7 +11,8 @@ HELP = "print what the image of ARCH holds (torch, ROCm, LLaMA-Factory, DeepSpee
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("arch", nargs="?", help="an arch of docker/arches.yaml (finds rocmft:<version>-<arch>, else rocmft:<arch>)")
+    parser.add_argument("arch", nargs="?",
+                        help="an arch of docker/arches.yaml (finds rocmft:<version>-<arch>, else rocmft:<arch>)")
     parser.add_argument("--image", default=None, help="any image reference instead of an arch")
     parser.add_argument("--json", action="store_true", help="all labels as JSON")
 
@@ -32,7 +33,8 @@ def run(args) -> int:
         what = f"image {ref}" if args.image else f"no rocmft image for {ref} (rocmft:<version>-{ref} or rocmft:{ref})"
         raise ProblemReport([Problem("", "IMAGE" if args.image else "ARCH", f"{what} is not present locally", hint)])
     if args.json:
-        print(json.dumps({"id": image.id, "tags": image.tags, "labels": docker_api.image_labels(image)}, indent=2, sort_keys=True))
+        data = {"id": image.id, "tags": image.tags, "labels": docker_api.image_labels(image)}
+        print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print("\n".join(info_lines(image)))
     return 0

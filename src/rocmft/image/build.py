@@ -184,6 +184,7 @@ def summary_lines(plan: BuildPlan, result: BuildResult, image) -> list[str]:
         f"  image     {result.image_id.split(':')[-1][:12]}  {size:.2f} GB",
         f"  base      {plan.base_image}",
         *label_lines(image),
-        f"  check it  docker run --rm {plan.tags[-1]}   (prints the self-check; ROCm images need --device=/dev/kfd --device=/dev/dri)",
+        f"  check it  docker run --rm {plan.tags[-1]}   (prints the self-check; "
+        "ROCm images need --device=/dev/kfd --device=/dev/dri)",
         f"  log       {result.log}",
     ]

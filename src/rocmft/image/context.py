@@ -46,10 +46,6 @@ def members(plan: BuildPlan) -> list[tuple[str, Path | None]]:
     return out
 
 
-def size(plan: BuildPlan) -> int:
-    return sum(p.stat().st_size for _, p in members(plan) if p is not None and p.is_file())
-
-
 def write(plan: BuildPlan, fileobj: IO[bytes] | None = None) -> IO[bytes]:
     """Write the context as an uncompressed tar (compressing 500 MB of wheels costs more than it saves
     on a local socket) and rewind it. Owners are 0:0 and folders 0755, so layer caches do not depend
@@ -80,9 +76,8 @@ def write(plan: BuildPlan, fileobj: IO[bytes] | None = None) -> IO[bytes]:
 
 
 def describe(plan: BuildPlan) -> str:
-    n = sum(1 for _, p in members(plan) if p is not None and p.is_file())
-    return f"{n} files, {size(plan) / 1e6:.0f} MB"
-
+    files = [p for _, p in members(plan) if p is not None and p.is_file()]
+    return f"{len(files)} files, {sum(p.stat().st_size for p in files) / 1e6:.0f} MB"
 
 
 def git_commit(root: Path) -> str:

@@ -105,7 +105,8 @@ def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: s
     if bitsandbytes:
         checks.append(Check("bitsandbytes", have_bnb == bitsandbytes, f"bitsandbytes {have_bnb or 'missing'}"))
     else:
-        checks.append(Check("bitsandbytes", have_bnb is None, f"not installed{'' if have_bnb is None else ' expected, found ' + have_bnb}"))
+        checks.append(Check("bitsandbytes", have_bnb is None,
+                            "not installed" if have_bnb is None else f"not planned, but {have_bnb} is installed"))
 
     if torch_from == "wheels":
         # scripts/setup-venv.sh's treatment: PyPI's CUDA torchvision must be gone, torchaudio must import.

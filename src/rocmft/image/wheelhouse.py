@@ -150,7 +150,8 @@ def check(plan: WheelhousePlan, *, make_hint: str) -> None:
     manifest = folder / MANIFEST
     if manifest.is_file():
         recorded = json.loads(manifest.read_text()).get("files", [])
-        gone = [f for f in recorded if not (folder / f).is_file()]
+        named = {p.key for p in problems}
+        gone = [f for f in recorded if not (folder / f).is_file() and (parse_filename(f) or ("",))[0] not in named]
         problems += [Problem(plan.folder, f, "downloaded by `make wheelhouse` but no longer there", f"run `{make_hint}`")
                      for f in gone]
     for name in sorted(found):

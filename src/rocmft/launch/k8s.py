@@ -198,9 +198,9 @@ def structure_problems(job: Mapping[str, Any], nodes: int, nproc: int) -> list[P
 
 def render_manifest(job: Mapping[str, Any], recipe: Recipe, arch: Arch, *, manifest_path: str, pvc: str, secret: str,
                     namespace: str | None) -> str:
-    from ..render import _environment
+    from ..render import environment
 
-    return _environment().get_template(TEMPLATE).render(
+    return environment().get_template(TEMPLATE).render(
         version=__version__, recipe=recipe.name, arch=arch.name, nodes=recipe.nodes,
         nproc=job["spec"]["nprocPerNode"], image=job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"],
         manifest_path=manifest_path, namespace=namespace, name=job["metadata"]["name"], pvc=pvc, secret=secret,

@@ -269,7 +269,7 @@ def bookkeeping_command(opts: SlurmOptions, arch: Arch, binds: list[str], root: 
 def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptions, *, root: Path, run_dir: Path,
                   python: str) -> str:
     """The sbatch script: pure (same inputs, same bytes), so tests pin it."""
-    from ..render import _environment
+    from ..render import environment
 
     binds = bind_paths(root, run_dir, plan.env)
     exports = [(k, shlex.quote(v)) for k, v in sorted(plan.env.items())]
@@ -279,7 +279,7 @@ def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptio
     names = ", ".join(plan.secret_env) if plan.secret_env else "HF_TOKEN and the like"
     secrets_note = f"{names}: passed from the submitting shell (sbatch --export=ALL)"
     run_rel = os.path.relpath(run_dir, root) if run_dir.is_relative_to(root) else str(run_dir)
-    return _environment().get_template(TEMPLATE).render(
+    return environment().get_template(TEMPLATE).render(
         version=__version__, recipe=recipe.name, arch=arch.name, nodes=recipe.nodes, nproc=plan.nproc_per_node,
         container=opts.container if opts.container != "none" else "none (bare metal)",
         script_path=f"{run_rel}/{SCRIPT}", run_path=run_rel,

@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from rocmft import paths, pipeline
+from rocmft import __version__, paths, pipeline
 from rocmft.launch import k8s
 
 ROOT = paths.root()
@@ -145,7 +145,7 @@ def test_launch_renders_the_manifest_and_prints_kubectl_apply(monkeypatch, tmp_p
     assert k8s.structure_problems(job, nodes=2, nproc=8) == []
     assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 7200
     assert job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "team-rwx"}
-    assert job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"] == "rocmft:0.1.0-gfx942"
+    assert job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["image"] == f"rocmft:{__version__}-gfx942"
     assert text.startswith("# Kubeflow Training Operator PyTorchJob rendered by rocmft")
     out = capsys.readouterr().out
     assert f"kubectl apply -f {prep.run_dir}/pytorchjob.yaml -n ml" in out

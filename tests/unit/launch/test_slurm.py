@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import paths, pipeline
+from rocmft import __version__, paths, pipeline
 from rocmft.cli import main as cli
 from rocmft.launch import slurm
 from rocmft.problems import ProblemReport
@@ -54,7 +54,7 @@ def line(text: str, start: str) -> str:
 
 PINNED_2X8_GFX942_APPTAINER = """\
 #!/bin/bash
-# Slurm batch script rendered by rocmft 0.1.0 from recipe `llama3-8b-z3` for gfx942:
+# Slurm batch script rendered by rocmft {version} from recipe `llama3-8b-z3` for gfx942:
 # 2 nodes x 8 processes, container: apptainer.
 # Submit from the project root:  sbatch runs/test-slurm-pinned/sbatch.sh
 # Follow it:                     tail -f runs/test-slurm-pinned/train.log    squeue -j <job id>    scancel <job id>
@@ -121,7 +121,7 @@ SUBMIT_ENV = {"HF_TOKEN": "hf_TOPSECRET_value", "NCCL_SOCKET_IFNAME": "ens50f0",
 @needs_plain_root
 def test_2x8_gfx942_apptainer_script_pinned_apptainer_not_installable_on_ci_so_tested_as_data():
     text, plan = render(prepared(), args(**PINNED_ARGS), env=SUBMIT_ENV)
-    assert text == PINNED_2X8_GFX942_APPTAINER.replace("{root}", str(ROOT))
+    assert text == PINNED_2X8_GFX942_APPTAINER.replace("{root}", str(ROOT)).replace("{version}", __version__)
     assert plan.world_size == 16 and plan.nnodes == 2 and plan.nproc_per_node == 8
 
 
