@@ -1,0 +1,49 @@
+"""The bench run dir's bench.json, and the run rebuilt from its files: how `rocmft bench --record` appends
+the row of a job that ended after `rocmft bench` returned."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import arches, runs
+from ..problems import Problem, ProblemReport
+
+BENCH_FILE = "bench.json"  # in the run dir: what `rocmft bench --record` needs when the job ends after bench returns
+
+
+def write_record(run_dir: Path, *, recipe_name: str, recipe_path: str, steps: int, stored_overrides: list[str]) -> None:
+    runs.write_json(run_dir / BENCH_FILE, {"recipe": recipe_name, "recipe_path": recipe_path, "steps": steps,
+                                           "overrides": stored_overrides, "recorded_in": None})
+
+
+def read_record(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / BENCH_FILE).read_text())
+    except (OSError, ValueError):
+        raise ProblemReport([Problem(str(run_dir), "", f"not a bench run: no readable {BENCH_FILE}",
+                                     "--record takes a run dir made by `rocmft bench`")]) from None
+
+
+def mark_recorded(run_dir: Path, results: Path) -> None:
+    record = read_record(run_dir)
+    record["recorded_in"] = str(results.resolve())
+    runs.write_json(run_dir / BENCH_FILE, record)
+
+
+def prepared_from_run(run_dir: Path, record: Mapping[str, Any]):
+    """The run as `pipeline.prepare` had it, from the files in its run dir (not from today's recipe)."""
+    import dataclasses
+
+    from .. import pipeline, recipes, render
+
+    resolved = run_dir / "recipe.resolved.yaml"
+    if not resolved.is_file():
+        raise ProblemReport([Problem(str(run_dir), "", "no recipe.resolved.yaml: not a run dir")])
+    recipe = recipes.load(str(resolved))
+    recipe = dataclasses.replace(recipe, name=str(record["recipe"]), path=str(record.get("recipe_path") or resolved))
+    run_path = runs.relative(run_dir)
+    rendered = render.render(recipe, run_path)
+    return pipeline.Prepared(recipe, arches.get(recipe.arch), rendered, run_dir, run_path, None, None)

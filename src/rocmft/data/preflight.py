@@ -1,0 +1,82 @@
+"""Everything `rocmft data` can refuse before the first row is read: the name, the input, the outputs."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..problems import Problem
+from . import registry
+from .files import rel, same_file
+from .options import Options
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+def check_name(name: str | None) -> list[Problem]:
+    if not name:
+        return [Problem("", "NAME", "missing: the name to register the dataset under", "e.g. NAME=my_data")]
+    if not NAME_RE.match(name) or ".." in name or name.endswith((".jsonl", ".json")) or name == "dataset_info":
+        return [Problem("", "NAME", f"`{name}` is not a usable dataset name",
+                        "letters, digits, `_`, `-` and `.` only, starting with a letter or digit, no extension "
+                        "(it names the file data/<NAME>.jsonl and the dataset_info.json entry)")]
+    return []
+
+
+def _first_byte(path: Path) -> bytes:
+    """The first byte that is not whitespace or a UTF-8 BOM (b'' for an empty or blank file)."""
+    with open(path, "rb") as fh:
+        head = fh.read(3)
+        if head != b"\xef\xbb\xbf":
+            fh.seek(0)
+        while True:
+            chunk = fh.read(65536)
+            if not chunk:
+                return b""
+            stripped = chunk.lstrip()
+            if stripped:
+                return stripped[:1]
+
+
+def preflight(opts: Options) -> list[Problem]:
+    """Everything that can be refused before the first row is read, all reported together."""
+    problems: list[Problem] = []
+    src = opts.source
+    if not opts.check_only or opts.name:
+        problems += check_name(opts.name)
+    if not src.exists():
+        problems.append(Problem(str(src), "IN", "file not found"))
+    elif src.is_dir():
+        problems.append(Problem(str(src), "IN", "is a folder, not a file", "give one .jsonl file"))
+    elif not os.access(src, os.R_OK):
+        problems.append(Problem(str(src), "IN", "cannot be read (permission denied)"))
+    elif src.stat().st_size == 0:
+        problems.append(Problem(str(src), "IN", "is empty: there are no rows to register"))
+    else:
+        first = _first_byte(src)
+        if first == b"":
+            problems.append(Problem(str(src), "IN", "holds only blank lines: there are no rows to register"))
+        elif first == b"[" and not opts.convert:
+            problems.append(Problem(str(src), "IN", "is a JSON array, not JSONL (one JSON object per line)",
+                                    "add CONVERT=1 (rocmft data --convert) to read the array and write it as JSONL "
+                                    "to data/<NAME>.jsonl; the original stays as it is"))
+        elif first != b"[" and opts.convert:
+            problems.append(Problem(str(src), "CONVERT", "the file does not start with `[`: it is not a JSON array",
+                                    "drop CONVERT=1 for a JSONL file"))
+    if opts.check_only or problems:
+        return problems
+    data_dir = opts.data_dir
+    if data_dir.exists() and not data_dir.is_dir():
+        return [Problem(str(data_dir), "DATA_DIR", "is not a folder")]
+    out = data_dir / f"{opts.name}.jsonl"
+    rejects = data_dir / f"{opts.name}.rejects.jsonl"
+    if same_file(src, rejects) or same_file(src, registry.path(data_dir)):
+        problems.append(Problem(str(src), "IN", f"is one of the files this run writes ({rejects.name} or {registry.FILE_NAME})",
+                                "copy it elsewhere first or pick another NAME="))
+    if out.exists() and not same_file(src, out) and not opts.force:
+        problems.append(Problem(str(out), "NAME", f"{rel(out)} exists already and is not IN",
+                                "pick another NAME=, or FORCE=1 to replace it"))
+    if data_dir.is_dir():
+        problems += registry.conflict(data_dir, opts.name, opts.force)
+    return problems

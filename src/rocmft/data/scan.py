@@ -1,0 +1,207 @@
+"""The one pass over the input: every row checked, kept rows written as they came, bad rows sent to the rejects."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from functools import partial
+from typing import Any
+
+from . import formats
+from .formats import BadRow
+from .options import Options
+from .reader import CHUNK, array_rows
+from .rowformat import Rows
+from .stats import EXACT_BELOW
+from .summary import Summary
+from .writer import Writer
+
+# A `\u0000` or `\ud800`-`\udfff` escape somewhere in the raw line: rare, so the exact (slow) check of
+# the parsed strings runs only when this matches.
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+NUL = b"\x00"
+
+
+class Pass:
+    def __init__(self, opts: Options, summary: Summary, writer: Writer | None, rejects: Writer | None,
+                 counter: Any, rows: Rows) -> None:
+        self.opts, self.summary, self.writer, self.rejects, self.counter, self.rows = opts, summary, writer, rejects, counter, rows
+        self.dirty = False  # the kept rows differ from the input bytes: a reject, a blank line, a fixed line ending
+        self.write = writer.fh.write if writer is not None and writer.fh is not None else None
+        self.reject_write = None
+
+    def go_dirty(self, offset: int) -> None:
+        self.dirty = True
+        if self.writer is not None and self.writer.fh is None:
+            self.writer.open(offset)  # copies the clean prefix the input had so far
+            self.write = self.writer.fh.write
+
+    def reject(self, lineno: int, offset: int, reason: str, detail: str, raw: bytes | None, size: int = 0, obj: Any = None) -> None:
+        s = self.summary
+        s.rejected[reason] += 1
+        s.first_line.setdefault(reason, lineno)
+        if self.rejects is None:
+            return
+        if self.reject_write is None:
+            self.rejects.open(0)
+            self.reject_write = self.rejects.fh.write
+        record: dict[str, Any] = {s.unit: lineno}
+        if s.unit == "line":
+            record["offset"] = offset  # bytes from the start of the file
+        record["reason"], record["detail"] = reason, detail
+        if raw is not None:
+            body = raw.rstrip(b"\r\n")
+            try:
+                record["text"] = body.decode("utf-8")
+            except UnicodeDecodeError:
+                record["text_base64"] = base64.b64encode(body).decode("ascii")
+        elif obj is not None:
+            record["row"] = obj
+        else:
+            record["bytes"] = size
+        try:
+            self.reject_write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        except UnicodeEncodeError:  # a lone surrogate: keep it escaped
+            self.reject_write(json.dumps(record).encode("ascii") + b"\n")
+
+    def tokens(self, obj: dict) -> None:
+        system, turns = formats.TURNS[self.rows.fmt](obj)
+        n = self.counter.count(system, turns)
+        self.summary.tokens.add(n)
+        if self.opts.cutoff_len and n > self.opts.cutoff_len:
+            self.summary.over_cutoff += 1
+
+    @staticmethod
+    def _parse_slow(text: str) -> Any:
+        """json.loads with its error message, for the lines the fast scanner refused (leading
+        whitespace, or an error to explain)."""
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            msg, col = getattr(exc, "msg", str(exc)), getattr(exc, "colno", None)
+            raise BadRow("invalid_json", f"{msg} at column {col}" if col else msg) from None
+        except RecursionError:
+            raise BadRow("invalid_json", "nested too deeply to parse") from None
+
+    def jsonl(self, fh, bar) -> None:
+        """The hot loop: one iteration per line, as little Python as possible on a good row."""
+        s = self.summary
+        limit = self.opts.max_line_bytes
+        readline = fh.readline
+        scan = json.JSONDecoder().scan_once  # the C scanner json.loads ends in, without its two wrappers
+        rows = self.rows
+        suspect = _SUSPECT_ESCAPE.search
+        turns_counts = s.turns.counts
+        chars_counts = s.chars.counts
+        chars_add = s.chars.add
+        counter = self.counter
+        kept = blank = n = lineno = offset = 0
+        nul, esc, lf = NUL, b"\\u", 10
+        for line in iter(partial(readline, limit + 1), b""):
+            lineno += 1
+            size = len(line)
+            here = offset
+            offset += size
+            if size > limit and line[-1] != lf:
+                while line[-1:] != b"\n":
+                    line = readline(CHUNK)
+                    if not line:
+                        break
+                    size += len(line)
+                offset = here + size
+                n += 1
+                self.go_dirty(here)
+                self.reject(lineno, here, "line_too_long", f"{size:,} bytes, over the {limit / (1 << 20):g} MB limit (--max-line-mb)", None, size)
+                continue
+            if not lineno & 0xFFF and bar is not None:
+                bar[0].update(bar[1], completed=offset)
+            if line.isspace():
+                blank += 1
+                self.go_dirty(here)
+                continue
+            n += 1
+            try:
+                if nul in line:
+                    raise BadRow("nul_byte", f"raw NUL byte at byte {line.index(nul) + 1}")
+                try:
+                    text = line.decode()
+                except UnicodeDecodeError as exc:
+                    raise BadRow("invalid_utf8", f"byte {exc.start + 1} (0x{line[exc.start]:02x}) is not UTF-8") from None
+                try:
+                    obj, end = scan(text, 0)
+                except (StopIteration, ValueError):  # not JSON at index 0: explain it, or leading whitespace/BOM
+                    if lineno == 1 and text[:1] == "\ufeff":  # a UTF-8 byte order mark: dropped in the copy
+                        text, line = text[1:], line[3:]
+                        self.go_dirty(here)
+                        s.normalized += 1
+                    obj = self._parse_slow(text)
+                    end = len(text.rstrip())
+                except RecursionError:
+                    raise BadRow("invalid_json", "nested too deeply to parse") from None
+                if end != len(text) - 1 or line[-1] != lf:
+                    tail = text[end:]
+                    if tail and not tail.isspace():
+                        self._parse_slow(text)  # raises "Extra data at column ..."
+                    if line[-1] != lf:
+                        line += b"\n"  # the last line without a newline: fine in place, completed in a copy
+                    elif tail != "\n":
+                        self.go_dirty(here)  # CRLF or trailing blanks: the copy gets the JSON and "\n"
+                        line = text[:end].encode() + b"\n"
+                        s.normalized += 1
+                if type(obj) is not dict:
+                    raise BadRow("not_an_object", f"the line is a JSON {formats._type_name(obj)}, not an object")
+                if esc in line and suspect(line):
+                    bad = formats.bad_strings(obj)
+                    if bad == "nul_byte":
+                        raise BadRow("nul_byte", "a string holds \\u0000")
+                    if bad == "invalid_utf8":
+                        raise BadRow("invalid_utf8", "a string holds an escaped lone surrogate (\\ud800-\\udfff), which is not valid Unicode")
+                n_turns, n_chars = rows(obj, lineno)
+            except BadRow as bad:
+                self.go_dirty(here)
+                self.reject(lineno, here, bad.reason, bad.detail, line)
+                continue
+            if self.write is not None:
+                self.write(line)
+            kept += 1
+            turns_counts[n_turns] += 1
+            if n_chars < EXACT_BELOW:
+                chars_counts[n_chars] += 1
+            else:
+                chars_add(n_chars)
+            if counter is not None:
+                self.tokens(obj)
+        s.rows, s.kept, s.blank_lines = n, kept, blank
+
+    def array(self, fh, bar) -> None:
+        """The rows of one JSON array (CONVERT=1): each kept row is written as one JSONL line."""
+        s = self.summary
+        total = self.opts.source.stat().st_size
+        self.go_dirty(0)
+        kept = index = 0
+        for obj, here, _ in array_rows(fh, self.opts.max_line_bytes):
+            index += 1
+            if not index & 0xFFF and bar is not None:
+                bar[0].update(bar[1], completed=min(fh.tell(), total))
+            try:
+                if type(obj) is not dict:
+                    raise BadRow("not_an_object", f"the element is a JSON {formats._type_name(obj)}, not an object")
+                bad = formats.bad_strings(obj)
+                if bad == "nul_byte":
+                    raise BadRow("nul_byte", "a string holds \\u0000")
+                if bad == "invalid_utf8":
+                    raise BadRow("invalid_utf8", "a string holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode")
+                n_turns, n_chars = self.rows(obj, index)
+            except BadRow as bad:
+                self.reject(index, here, bad.reason, bad.detail, None, obj=obj)
+                continue
+            if self.write is not None:
+                self.write(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
+            kept += 1
+            s.normalized += 1
+            s.turns.add(n_turns)
+            s.chars.add(n_chars)
+            if self.counter is not None:
+                self.tokens(obj)
+        s.rows, s.kept = index, kept

@@ -1,0 +1,74 @@
+"""What is checked on this host before a container is created: GPUs, input mounts, cache directories."""
+
+from __future__ import annotations
+
+import os
+
+from ...arches import Arch
+from ...host import KFD, HostFacts
+from ...problems import Problem
+from ..plan import LaunchPlan
+from .spec import ContainerSpec
+
+
+def check_host(plan: LaunchPlan, arch: Arch, host: HostFacts) -> list[Problem]:
+    """Before anything starts: does this host have the GPUs the plan asks for, of the right arch?"""
+    problems = []
+    if plan.nnodes > 1:
+        problems.append(Problem("", "RUNTIME", f"RUNTIME=docker runs on this host only; the recipe asks for {plan.nnodes} nodes",
+                                "RUNTIME=slurm (or k8s) for several nodes, or SET=nodes=1"))
+    if not arch.is_gpu:
+        return problems
+    if not host.gpus:
+        where = "/dev/kfd is missing" if KFD not in host.devices else "no GPU in the KFD topology"
+        problems.append(Problem("", "ARCH", f"no AMD GPU found on this host ({where}); the recipe targets {arch.name}",
+                                "`make doctor` explains what is missing; on a machine without a GPU, `make demo` trains on CPU"))
+        return problems
+    count = len(host.gpus)
+    if plan.visible_devices:
+        unknown = [i for i in plan.visible_devices if int(i) >= count]
+        if unknown:
+            problems.append(Problem("", "GPUS", f"GPU {', '.join(unknown)} does not exist: this host has {count} GPU(s), "
+                                    f"indices 0-{count - 1}", "`make doctor` lists them"))
+            return problems
+        chosen = [host.gpus[int(i)] for i in plan.visible_devices]
+    else:
+        if plan.nproc_per_node > count:
+            problems.append(Problem("", "gpus_per_node", f"the recipe runs {plan.nproc_per_node} processes (one per GPU) "
+                                    f"but this host has {count} GPU(s)",
+                                    f"SET=gpus_per_node={count} (and raise gradient_accumulation_steps to keep the "
+                                    "global batch), or run on a host with more GPUs"))
+            return problems
+        chosen = list(host.gpus[: plan.nproc_per_node])
+    wrong = sorted({g.gfx for g in chosen if g.gfx and g.gfx != arch.name})
+    if wrong:
+        problems.append(Problem("", "ARCH", f"this host's GPUs are {', '.join(wrong)}, the recipe targets {arch.name} "
+                                "(the image's kernels are built for one arch)",
+                                f"ARCH={wrong[0]} (and `make image ARCH={wrong[0]}`)" if len(wrong) == 1 else
+                                "select GPUs of one arch with GPUS="))
+    return problems
+
+
+def check_mounts(spec: ContainerSpec) -> list[Problem]:
+    """An input mount whose source does not exist (Docker would create an empty root-owned dir)."""
+    problems = []
+    for mount in spec.mounts:
+        if not mount.create and not os.path.exists(mount.source):
+            problems.append(Problem("", "mount", f"{mount.source} does not exist ({mount.why})",
+                                    "fix the path in the recipe, or create it"))
+    return problems
+
+
+def create_cache_dirs(spec: ContainerSpec) -> list[Problem]:
+    """Create the cache mounts and HOME as the invoking user, so Docker never makes them root-owned."""
+    problems = []
+    wanted = [m.source for m in spec.mounts if m.create]
+    if spec.environment.get("HOME"):
+        wanted.append(spec.environment["HOME"])
+    for path in wanted:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            problems.append(Problem("", "mount", f"cannot create {path}: {exc.strerror}",
+                                    "make it writable for you, or point the variable elsewhere"))
+    return problems

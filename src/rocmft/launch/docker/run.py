@@ -1,0 +1,155 @@
+"""Running a ContainerSpec through the Docker SDK: create, start, stream the log, stop on a signal, remove."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ... import runs
+from .spec import ContainerSpec
+
+STOP_TIMEOUT_S = 5  # SIGTERM, then SIGKILL: torchrun passes SIGTERM to its ranks, which die at once
+EARLY_S = 60  # a non-zero exit this soon after start is a container that died at start: show its log tail
+TAIL_LINES = 20
+
+
+def runtime_environment(spec: ContainerSpec, caller_env: Mapping[str, str]) -> dict[str, str]:
+    """The environment the container is created with: the spec's, plus the secrets' values, read now."""
+    env = dict(spec.environment)
+    for name in spec.secret_env:
+        if caller_env.get(name):
+            env[name] = caller_env[name]
+    return env
+
+
+def sdk_kwargs(spec: ContainerSpec, caller_env: Mapping[str, str]) -> dict[str, Any]:
+    """`client.containers.create(**kwargs)` for the spec (the only place secrets' values appear)."""
+    from docker.types import Ulimit as DockerUlimit
+
+    return dict(
+        image=spec.image, command=list(spec.command), name=spec.name,
+        environment=runtime_environment(spec, caller_env),
+        devices=[f"{d}:{d}:rwm" for d in spec.devices] or None,
+        group_add=list(spec.group_add) or None,
+        ipc_mode=spec.ipc_mode, shm_size=spec.shm_size,
+        security_opt=list(spec.security_opt) or None,
+        ulimits=[DockerUlimit(name=u.name, soft=u.soft, hard=u.hard) for u in spec.ulimits] or None,
+        volumes={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
+        working_dir=spec.working_dir, user=spec.user, labels=dict(spec.labels), init=spec.init,
+        stdin_open=spec.interactive, tty=spec.interactive,
+    )
+
+
+def _tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Mapping[str, str] | None = None,
+                  quiet: bool = False) -> int:
+    """Create, start, stream, wait, remove. Returns the container's exit code (128+N when interrupted)."""
+    from docker.errors import APIError, DockerException, NotFound
+    from requests.exceptions import RequestException
+
+    from ..progress import ProgressParser
+
+    caller_env = os.environ if caller_env is None else caller_env
+    log_path = run_dir / "train.log"
+    interrupted: list[int] = []
+    holder: dict[str, Any] = {}
+    stoppers: list[threading.Thread] = []
+
+    def stop(kill: bool) -> None:
+        container = holder.get("container")
+        if container is None:
+            return
+        try:
+            container.kill() if kill else container.stop(timeout=STOP_TIMEOUT_S)
+        except (DockerException, RequestException):
+            pass  # already gone; `remove(force=True)` below settles it either way
+
+    def on_signal(signum, _frame):
+        interrupted.append(signum)
+        # A thread, not the handler: the main thread may be inside the SDK, reading the log stream.
+        thread = threading.Thread(target=stop, args=(len(interrupted) > 1,), daemon=True)
+        stoppers.append(thread)
+        thread.start()
+
+    def say(text: str) -> None:
+        print(f"[rocmft] {text}", flush=True)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    code, started = 1, None
+    try:
+        try:
+            container = client.containers.create(**sdk_kwargs(spec, caller_env))
+        except APIError as exc:
+            say(f"the daemon refused to create the container: {exc.explanation or exc}")
+            return 125
+        holder["container"] = container
+        runs.mark(run_dir, "running", runtime="docker", container=spec.name, container_id=container.id[:12],
+                  image=spec.image, launcher_pid=os.getpid(), host=socket.gethostname())
+        if not interrupted:
+            try:
+                container.start()
+            except APIError as exc:
+                say(f"the container did not start: {exc.explanation or exc}")
+                for line in _tail_logs(container):
+                    say(f"  | {line}")
+                code = 125  # `docker run`'s code for "the daemon could not run it"
+            else:
+                started = time.monotonic()
+                parser = ProgressParser()
+                try:
+                    with open(log_path, "ab") as log:
+                        for chunk in container.logs(stream=True, follow=True):
+                            log.write(chunk)
+                            log.flush()
+                            if not quiet:
+                                sys.stdout.buffer.write(chunk)
+                                sys.stdout.flush()
+                            progress = parser.feed(chunk.decode("utf-8", "replace"))
+                            if progress and not quiet:
+                                say(progress.line())
+                    code = int(container.wait().get("StatusCode", 1))
+                except (DockerException, RequestException) as exc:
+                    say(f"lost the container's log stream or status: {exc}")
+                    code = 1
+    finally:
+        for thread in stoppers:
+            thread.join(timeout=STOP_TIMEOUT_S + 5)
+        container = holder.get("container")
+        if container is not None:
+            try:
+                container.remove(force=True)  # explicit: auto_remove races with logs() and wait()
+            except NotFound:
+                pass
+            except (DockerException, RequestException) as exc:
+                say(f"could not remove container {spec.name}: {exc} (docker rm -f {spec.name})")
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if interrupted:
+        sig = interrupted[0]
+        runs.mark(run_dir, "interrupted", exit_code=128 + sig, signal=signal.Signals(sig).name)
+        return 128 + sig
+    if code != 0 and started is not None and (quiet or time.monotonic() - started < EARLY_S):
+        elapsed = time.monotonic() - started
+        say(f"the container exited with code {code} {elapsed:.1f} s after it started; the last lines of its log:")
+        for line in _tail(log_path):
+            say(f"  | {line}")
+    return code
+
+
+def _tail_logs(container) -> list[str]:
+    try:
+        return container.logs(tail=TAIL_LINES).decode("utf-8", "replace").splitlines()
+    except Exception:
+        return []

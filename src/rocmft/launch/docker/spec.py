@@ -1,0 +1,227 @@
+"""The pure half of RUNTIME=docker: the plan, the arch and the host's facts in, a `ContainerSpec` out.
+
+`container_spec(plan, arch, host, image=...)` decides image, command, environment, devices, groups, IPC,
+seccomp, ulimits, mounts, user and labels. Unit tests pin it for any host; `container.json` in the run dir
+records it; `docker_run_argv` prints the same container as a `docker run` line (what `make shell` runs).
+
+Choices (docs/gpu.md explains them to users):
+  - Paths: the project root is mounted at its own absolute path and is the working directory. The rendered
+    files name paths relative to it, and every absolute path the plan carries (HF_HOME, TORCH_EXTENSIONS_DIR,
+    a run dir under ROCMFT_RUNS, a model dir) means the same file on the host and in the container.
+  - GPUs: all of them = /dev/kfd + /dev/dri (ROCr numbers them as on the host). A subset (GPUS=2,3) =
+    /dev/kfd + only the render nodes of those GPUs: the KFD driver refuses a GPU whose render node the
+    container cannot open, so the job cannot touch the other cards at all, and ROCr renumbers the visible
+    ones from 0, so ROCR_VISIBLE_DEVICES is dropped (keeping "2,3" would select GPUs that do not exist
+    in there). When the host's facts do not map an index to a render node, it falls back to /dev/dri plus
+    ROCR_VISIBLE_DEVICES.
+  - Groups by GID, not name: the image's /etc/group does not know the host's video/render GIDs.
+  - `ipc=host`: RCCL and PyTorch pass tensors between the ranks of one node through shared memory; AMD's
+    ROCm container instructions use it (a private /dev/shm would be 64 MB by default). The cpu arch gets a
+    private 2 GB /dev/shm instead.
+  - `seccomp=unconfined` on GPU arches only: Docker's default seccomp profile refuses the NUMA memory-policy
+    syscalls (mbind, set_mempolicy, get_mempolicy) to a container without CAP_SYS_NICE, and ROCr uses them to
+    place pinned host buffers; AMD's ROCm Docker instructions pass it. The cpu arch keeps Docker's profile.
+  - memlock unlimited on GPU arches: ROCr/RCCL pin (mlock) host buffers for DMA.
+  - The container runs as the invoking user (uid:gid), so run files are not root-owned; HOME is
+    <project>/.cache/container-home (writable, and MIOpen/Triton kernel caches survive between runs).
+  - Secrets (HF_TOKEN, ...): the spec holds their NAMES only; the values are read from the caller's
+    environment when the container is created and are never written to a file by rocmft.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from ...arches import Arch
+from ...host import DRI, KFD, HostFacts
+from ...recipes import SECRET_ENV
+from ..plan import LaunchPlan
+
+LABEL = "ai.rocmft."
+RUN_LABEL = LABEL + "run"
+CONTAINER_HOME = ".cache/container-home"
+CPU_SHM = "2g"
+# Rendered LLaMA-Factory keys that name files the job reads; an absolute path outside the mounts gets a
+# read-only mount of its own (a model directory kept elsewhere, say /data/models/llama3-8b).
+INPUT_KEYS = ("model_name_or_path", "adapter_name_or_path", "dataset_dir", "tokenized_path")
+# Caches the plan passes by absolute path; outside the mounts they get a read-write mount (created first).
+CACHE_ENV = ("TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR", "HF_HUB_CACHE", "TRITON_CACHE_DIR", "MIOPEN_USER_DB_PATH")
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str  # host path
+    target: str  # container path (the same path: see the module docstring)
+    read_only: bool = False
+    create: bool = False  # a cache the launcher creates when missing; False = an input that must exist
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Ulimit:
+    name: str
+    soft: int
+    hard: int
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    image: str
+    command: tuple[str, ...]
+    name: str
+    environment: Mapping[str, str]  # never a secret
+    secret_env: tuple[str, ...]  # names only; values come from the caller's environment at create time
+    devices: tuple[str, ...]
+    group_add: tuple[str, ...]
+    ipc_mode: str | None
+    shm_size: str | None
+    security_opt: tuple[str, ...]
+    ulimits: tuple[Ulimit, ...]
+    mounts: tuple[Mount, ...]
+    working_dir: str
+    user: str
+    labels: Mapping[str, str]
+    init: bool = True
+    interactive: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["environment"] = dict(sorted(self.environment.items()))
+        data["labels"] = dict(sorted(self.labels.items()))
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps({**self.to_dict(), "docker_run": docker_run_argv(self)}, indent=2) + "\n"
+
+
+def _inside(path: str, base: str) -> bool:
+    path, base = posixpath.normpath(path), posixpath.normpath(base)
+    return path == base or path.startswith(base.rstrip("/") + "/")
+
+
+def _python_command(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The plan's argv with the host's interpreter replaced by the image's `python` (its venv is on PATH)."""
+    if argv and posixpath.basename(argv[0]).startswith("python"):
+        return ("python", *argv[1:])
+    return tuple(argv)
+
+
+def container_spec(
+    plan: LaunchPlan,
+    arch: Arch,
+    host: HostFacts,
+    *,
+    image: str,
+    args: Mapping[str, Any] | None = None,
+    launcher_pid: int | None = None,
+    command: tuple[str, ...] | None = None,
+    name: str | None = None,
+    interactive: bool = False,
+) -> ContainerSpec:
+    """Plan + arch + host facts -> the container. `args` are the rendered LLaMA-Factory args (for mounts
+    of inputs kept outside the project); `command`/`name`/`interactive` are for `make shell`."""
+    if arch.name != plan.arch:
+        raise ValueError(f"plan is for {plan.arch}, arch is {arch.name}")
+    root = posixpath.normpath(host.project_root)
+    if not plan.run_path:
+        run_dir = ""  # `make shell`: no run
+    else:
+        run_dir = plan.run_path if posixpath.isabs(plan.run_path) else posixpath.join(root, plan.run_path)
+
+    mounts = [Mount(root, root, why="the project: recipes, data, models, rendered files, run dirs; "
+                                    "the job's working directory (paths in the rendered files are relative to it)")]
+
+    def covered(path: str) -> bool:
+        return any(_inside(path, m.source) for m in mounts)
+
+    runs_dir = posixpath.normpath(host.runs_dir) if host.runs_dir else posixpath.join(root, "runs")
+    if not covered(runs_dir):
+        mounts.append(Mount(runs_dir, runs_dir, create=True, why="run dirs (ROCMFT_RUNS is outside the project)"))
+    hf_home = posixpath.normpath(host.hf_home)
+    if not covered(hf_home):
+        mounts.append(Mount(hf_home, hf_home, create=True, why="HF cache (HF_HOME): hub models, datasets, tokens"))
+    for key in INPUT_KEYS:
+        value = str((args or {}).get(key) or "")
+        if posixpath.isabs(value) and not covered(value):
+            mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
+                                why=f"{key} outside the project (read-only)"))
+    for key in CACHE_ENV:
+        value = plan.env.get(key, "")
+        if posixpath.isabs(value) and not covered(value):
+            mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), create=True, why=f"{key} cache"))
+
+    env = {k: v for k, v in plan.env.items() if k not in SECRET_ENV}
+    env["HF_HOME"] = hf_home
+    env["HOME"] = posixpath.join(root, CONTAINER_HOME)
+
+    devices: tuple[str, ...] = ()
+    group_add: tuple[str, ...] = ()
+    ipc_mode, shm_size = None, CPU_SHM
+    security_opt: tuple[str, ...] = ()
+    ulimits: tuple[Ulimit, ...] = ()
+    if arch.is_gpu:
+        nodes = host.render_nodes(plan.visible_devices) if plan.visible_devices else None
+        if nodes:
+            devices = (KFD, *nodes)
+            env.pop("ROCR_VISIBLE_DEVICES", None)  # only these GPUs exist in there, numbered from 0
+        else:
+            devices = (KFD, DRI)  # every GPU, or a subset by ROCR_VISIBLE_DEVICES when nodes are unknown
+        group_add = tuple(dict.fromkeys(str(g) for g in (host.video_gid, host.render_gid) if g is not None))
+        ipc_mode, shm_size = "host", None
+        security_opt = ("seccomp=unconfined",)
+        ulimits = (Ulimit("memlock", -1, -1),)
+
+    labels = {LABEL + "arch": arch.name, LABEL + "image": image}
+    if run_dir:
+        labels[RUN_LABEL] = run_dir  # how `make runs` finds a container whose launcher is gone
+    else:
+        labels[LABEL + "shell"] = "1"
+    if host.hostname:
+        labels[LABEL + "launcher.host"] = host.hostname
+    if launcher_pid is not None:
+        labels[LABEL + "launcher.pid"] = str(launcher_pid)
+    return ContainerSpec(
+        image=image,
+        command=tuple(command) if command is not None else _python_command(plan.argv),
+        name=name or f"rocmft-{posixpath.basename(run_dir.rstrip('/')) or 'shell'}",
+        environment=env,
+        secret_env=tuple(n for n in plan.secret_env if n in SECRET_ENV),
+        devices=devices,
+        group_add=group_add,
+        ipc_mode=ipc_mode,
+        shm_size=shm_size,
+        security_opt=security_opt,
+        ulimits=ulimits,
+        mounts=tuple(mounts),
+        working_dir=root,
+        user=f"{host.uid}:{host.gid}",
+        labels=labels,
+        init=True,
+        interactive=interactive,
+    )
+
+
+def docker_run_argv(spec: ContainerSpec, *, tty: bool = False) -> list[str]:
+    """The same container as a `docker run` command line (secrets by name: the CLI reads their values)."""
+    argv = ["docker", "run", "--rm", "--pull=never", "--name", spec.name]
+    if spec.init:
+        argv.append("--init")
+    if spec.interactive:
+        argv.append("-it" if tty else "-i")
+    argv += [f"--device={d}" for d in spec.devices]
+    argv += [f"--group-add={g}" for g in spec.group_add]
+    if spec.ipc_mode:
+        argv.append(f"--ipc={spec.ipc_mode}")
+    if spec.shm_size:
+        argv.append(f"--shm-size={spec.shm_size}")
+    argv += [f"--security-opt={s}" for s in spec.security_opt]
+    argv += [f"--ulimit={u.name}={u.soft}:{u.hard}" for u in spec.ulimits]
+    argv += [f"--volume={m.source}:{m.target}" + (":ro" if m.read_only else "") for m in spec.mounts]
+    argv += [f"--workdir={spec.working_dir}", f"--user={spec.user}"]
+    argv += [f"--env={k}={v}" for k, v in sorted(spec.environment.items())]
+    argv += [f"--env={name}" for name in spec.secret_env]
+    argv += [f"--label={k}={v}" for k, v in sorted(spec.labels.items())]
+    return [*argv, spec.image, *spec.command]

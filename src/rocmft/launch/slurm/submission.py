@@ -1,0 +1,114 @@
+"""Handing the script to Slurm: `sbatch --test-only` first, then `sbatch`, and with --wait, train.log
+followed on the terminal until the job ends, Ctrl-C/SIGTERM cancelling it (scancel)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ... import runs
+from ...problems import Problem, ProblemReport
+from .status import _finish
+
+
+def slurm_verdict(script: str, root: Path) -> None:
+    """`sbatch --test-only`: Slurm's own verdict on partition, account, limits, shown verbatim, before any run dir."""
+    try:
+        proc = subprocess.run(["sbatch", "--test-only"], input=script, text=True, capture_output=True, cwd=root,
+                              timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        print("warning: sbatch --test-only did not answer within 60 s; submitting without Slurm's pre-check",
+              file=sys.stderr, flush=True)
+        return
+    if proc.returncode != 0:
+        message = (proc.stderr or proc.stdout).strip() or f"sbatch --test-only exited {proc.returncode}"
+        raise ProblemReport([Problem("", "sbatch", f"Slurm refused the job: {message}",
+                                     "check PARTITION= / ACCOUNT= / TIME= against `sinfo` and `sacctmgr show assoc user=$USER`")])
+
+
+def _follow(path: Path, stop: threading.Event, out) -> None:
+    """Print what the job appends to train.log until `stop` is set and the file is drained."""
+    from ..progress import ProgressParser
+
+    parser = ProgressParser()
+    handle = None
+    pending = b""
+    while True:
+        if handle is None and path.is_file():
+            handle = open(path, "rb")  # noqa: SIM115 - closed below
+        chunk = handle.read(65536) if handle else b""
+        if chunk or (stop.is_set() and pending):
+            pending += chunk
+            # whole lines only: a progress line never lands inside a line or a multi-byte character
+            cut = len(pending) if not chunk else max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
+            if cut <= 0:
+                continue
+            done, pending = pending[:cut], pending[cut:]
+            out.buffer.write(done)
+            out.flush()
+            progress = parser.feed(done.decode("utf-8", "replace"))
+            if progress:
+                print(f"[rocmft] {progress.line()}", file=out, flush=True)
+            continue
+        if stop.is_set():
+            break
+        time.sleep(0.3)
+    if handle:
+        handle.close()
+
+
+def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait: bool) -> int:
+    cmd = ["sbatch", "--parsable"] + (["--wait"] if wait else []) + [str(script_path)]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline().strip()
+    job_id = first.split(";")[0] if first[:1].isdigit() else None
+    if job_id is None:
+        _, err = proc.communicate()
+        message = (err or first).strip() or f"sbatch exited {proc.returncode}"
+        runs.mark(run_dir, "failed", runtime="slurm", exit_code=proc.returncode or 1, error=message)
+        raise ProblemReport([Problem("", "sbatch", f"Slurm refused the job: {message}",
+                                     f"the script is in {runs.relative(script_path)}; fix and `sbatch` it, or run again")])
+    # status.json is the job's to write from here on (it records its id when it starts): writing it here too
+    # could race with a job that starts at once.
+    rel = runs.relative(run_dir)
+    print(f"[rocmft] submitted slurm job {job_id}: {rel}", flush=True)
+    print(f"[rocmft] follow: tail -f {rel}/train.log   status: squeue -j {job_id}   cancel: scancel {job_id}", flush=True)
+    if not wait:
+        proc.stdout.close()
+        proc.wait()
+        print(f"[rocmft] when it ends, {rel}/status.json and `make runs` say how (the job records it itself)", flush=True)
+        return 0
+
+    stop = threading.Event()
+    follower = threading.Thread(target=_follow, args=(run_dir / "train.log", stop, sys.stdout), daemon=True)
+    follower.start()
+    interrupted: list[int] = []
+
+    def cancel(signum, _frame):
+        interrupted.append(signum)
+        print(f"\n[rocmft] cancelling slurm job {job_id}", flush=True)
+        subprocess.run(["scancel", job_id], check=False)
+
+    previous = {s: signal.signal(s, cancel) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _, err = proc.communicate()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        stop.set()
+        follower.join(timeout=10)
+    code = proc.returncode
+    if err.strip():
+        print(err.strip(), file=sys.stderr, flush=True)
+    if interrupted:
+        runs.mark(run_dir, "interrupted", exit_code=128 + interrupted[0], job_id=job_id)
+        print(f"[rocmft] interrupted: slurm job {job_id} cancelled, {rel} marked interrupted", flush=True)
+        return 128 + interrupted[0]
+    status = runs.read_status(run_dir)
+    if status.get("state") in ("succeeded", "failed", "diverged") and status.get("job_id") == job_id:
+        return int(status.get("exit_code", code))  # the job recorded how it ended (and printed it into train.log)
+    return _finish(run_dir, code, arch_name)  # killed before it could record (time limit, scancel, node failure)
