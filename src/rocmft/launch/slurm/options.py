@@ -29,7 +29,7 @@ class SlurmOptions:
 
 
 def _add_once(parser, *names: str, **kwargs) -> None:
-    """slurm.py and k8s.py share a few options; every runtime's options land on the same parser."""
+    """slurm and k8s.py share a few options; every runtime's options land on the same parser."""
     if any(name in parser._option_string_actions for name in names):  # argparse has no public lookup
         return
     parser.add_argument(*names, **kwargs)
