@@ -64,9 +64,19 @@ class _Watched(dict):
 
 
 def _import_deepspeed():
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")  # no GPU needed to judge a config
-    import deepspeed  # noqa: F401
-    from deepspeed.runtime import config as ds_config
+    # No GPU is needed to judge a config: the CPU accelerator, set only while DeepSpeed is imported and
+    # picks it. The launcher's environment becomes the job's, which must choose its own accelerator.
+    before = os.environ.get("DS_ACCELERATOR")
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    try:
+        import deepspeed  # noqa: F401
+        from deepspeed.accelerator import get_accelerator
+        from deepspeed.runtime import config as ds_config
+
+        get_accelerator()
+    finally:
+        if before is None:
+            os.environ.pop("DS_ACCELERATOR", None)
     return ds_config
 
 

@@ -38,9 +38,20 @@ class LFCheck:
     hf_args: SimpleNamespace  # the TrainingArguments values the DeepSpeed check needs
 
 
+@contextlib.contextmanager
 def _quiet():
-    os.environ.setdefault("LLAMAFACTORY_VERBOSITY", "WARN")
-    return contextlib.redirect_stdout(io.StringIO())
+    """LLaMA-Factory's INFO chatter off while we parse, and the environment left exactly as it was: the
+    launcher's environment is the job's, and a verbosity set here would silence the job's own logs."""
+    before = os.environ.get("LLAMAFACTORY_VERBOSITY")
+    os.environ["LLAMAFACTORY_VERBOSITY"] = "WARN"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("LLAMAFACTORY_VERBOSITY", None)
+        else:
+            os.environ["LLAMAFACTORY_VERBOSITY"] = before
 
 
 def _parser():

@@ -60,3 +60,12 @@ def test_a_json_judged_on_its_own():
     _, cfg = rendered()
     assert ds.check(cfg, "ds.json") == []
     assert ds.check([1, 2], "ds.json")[0].message.startswith("a DeepSpeed config must be")
+
+
+def test_validation_leaves_the_environment_as_it_was():
+    import os
+
+    before = dict(os.environ)
+    out, cfg = rendered()
+    ds.check(cfg, "ds.json", hf(out), 8)
+    assert dict(os.environ) == before

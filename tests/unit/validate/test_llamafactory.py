@@ -58,3 +58,12 @@ def test_str_or_bool_fields_take_a_string():
     args = args_for()
     args["include_num_input_tokens_seen"] = "non_padding"
     assert lf.check(args, "t.yaml", arches.table()["cpu"]).problems == []
+
+
+def test_validation_leaves_the_environment_as_it_was():
+    # The launcher's environment becomes the job's: a verbosity left behind silenced the job's logs.
+    import os
+
+    before = dict(os.environ)
+    lf.check(args_for(), "t.yaml", arches.table()["cpu"])
+    assert dict(os.environ) == before
