@@ -170,3 +170,15 @@ def test_a_killed_rank_fails_the_job_naming_the_rank(env):
     assert launcher.returncode != 0
     assert "rank 1 (local_rank 1)" in out and "SIGKILL" in out, out[-2000:]
     assert json.loads((run / "status.json").read_text())["state"] == "failed"
+
+
+def test_rendered_yaml_runs_with_plain_llamafactory_cli(env):
+    # The rendered files are plain LLaMA-Factory inputs: `llamafactory-cli train` runs one as-is.
+    proc = rocmft("render", "tiny-cpu", "--run-name", "plain", "max_steps=3", env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = runs_dir(env) / "plain"
+    cli = Path(sys.executable).with_name("llamafactory-cli")
+    done = subprocess.run([str(cli), "train", str(run / "train.yaml")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (run / "output" / "adapter_model.safetensors").is_file()
