@@ -7,7 +7,6 @@ LLaMA-Factory verbatim. Everything here is pure YAML handling: no torch, no LLaM
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -15,7 +14,9 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from . import arches, paths
+from .overrides import apply_overrides, parse_overrides
 from .problems import Problem, ProblemReport, did_you_mean, raise_if_errors
+from .yamlio import parse_yaml
 
 DEEPSPEED_PRESETS = ("none", "zero0", "zero2", "zero3", "zero3-offload")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
@@ -78,21 +79,6 @@ class Recipe:
 
 
 # ---------------------------------------------------------------- finding and reading files
-
-class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads `5e-5` as a string (it wants `5.0e-5`); users mean a number, so read it as one."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def parse_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-
 
 def available() -> list[str]:
     return sorted(p.stem for p in paths.recipes_dir().glob("*.yaml"))
@@ -172,48 +158,6 @@ def load_chain(path: Path) -> tuple[dict[str, Any], tuple[str, ...]]:
     return merged, tuple(str(p) for p in reversed(chain))
 
 
-# ---------------------------------------------------------------- overrides
-
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
-
-
-def parse_overrides(items: Iterable[str]) -> list[tuple[list[str], Any]]:
-    """`key=value` (dotted for nested, typed like YAML) -> (path, value). All malformed items reported."""
-    parsed: list[tuple[list[str], Any]] = []
-    problems: list[Problem] = []
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not _KEY.match(key) or ".." in key or key.endswith("."):
-            problems.append(Problem("SET", item, "an override must be key=value (dotted key for nested, e.g. llamafactory.learning_rate=5e-5)"))
-            continue
-        try:
-            value = parse_yaml(raw) if raw.strip() else None
-        except yaml.YAMLError:
-            value = raw  # an unquotable string such as `a: b` is taken literally
-        segments = key.split(".")
-        # A bare LLaMA-Factory argument (`learning_rate=5e-5`) is the common case: route it into the block.
-        if segments[0] not in PROJECT_KEYS:
-            segments = ["llamafactory", *segments]
-        parsed.append((segments, value))
-    raise_if_errors(problems)
-    return parsed
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[tuple[list[str], Any]]) -> dict[str, Any]:
-    result = copy.deepcopy(data)
-    for segments, value in overrides:
-        node = result
-        for seg in segments[:-1]:
-            if not isinstance(node.get(seg), dict):
-                node[seg] = {}
-            node = node[seg]
-        if value is None:
-            node.pop(segments[-1], None)
-        else:
-            node[segments[-1]] = value
-    return result
-
-
 # ---------------------------------------------------------------- checking the project-level fields
 
 def _int_field(data: dict, key: str, file: str, problems: list[Problem], minimum: int = 1) -> int:
@@ -289,7 +233,7 @@ def _watchdog(value: Any) -> Mapping[str, Any] | None:
 def load(name_or_path: str, overrides: Iterable[str] = ()) -> Recipe:
     path = find(name_or_path)
     data, chain = load_chain(path)
-    data = apply_overrides(data, parse_overrides(overrides))
+    data = apply_overrides(data, parse_overrides(overrides, PROJECT_KEYS))
     raise_if_errors(check(data, str(path)))
     return Recipe(
         name=path.stem,

@@ -42,7 +42,7 @@ def _configured() -> bool:
 @pytest.fixture(scope="module")
 def client():
     if not _configured():
-        pytest.skip("no Docker daemon configured (DOCKER_HOST unset and no /var/run/docker.sock); "
+        pytest.skip(reason="no Docker daemon configured (DOCKER_HOST unset and no /var/run/docker.sock); "
                     "in CI: eval \"$(scripts/ci/dockerd-up.sh)\"")
     from rocmft.launch.docker import connect
     from rocmft.problems import ProblemReport
@@ -120,7 +120,7 @@ def _socket_gid() -> int | None:
 def user_project(tiny_model):
     """A copy of the project owned by TEST_UID (pytest's tmp dirs are 0700 root: not reachable by it)."""
     if os.getuid() != 0:
-        pytest.skip("the non-root launch test switches user with setpriv: run the docker tests as root (CI)")
+        pytest.skip(reason="the non-root launch test switches user with setpriv: run the docker tests as root (CI)")
     if not shutil.which("setpriv"):
         pytest.fail("setpriv (util-linux) is missing")
     base = Path(tempfile.mkdtemp(prefix="rocmft-user-"))
@@ -246,7 +246,7 @@ def test_image_without_arch_label_is_refused(client, cpu_image, tiny_model, tmp_
 
     base = arches.table()["cpu"].base_image
     if get_image(client, base) is None:
-        pytest.skip(f"{base} (the unlabelled base image) is not on this daemon")
+        pytest.skip(reason=f"{base} (the unlabelled base image) is not on this daemon")
     out = rocmft("train", "tiny-cpu", "--runtime", "docker", "--docker-image", base, env=offline_env(tmp_path), timeout=300)
     assert out.returncode == 2 and "no ai.rocmft.arch label" in out.stderr, out.stderr
 

@@ -35,7 +35,7 @@ def _configured() -> bool:
 @pytest.fixture(scope="module")
 def client():
     if not _configured():
-        pytest.skip("no Docker daemon configured (DOCKER_HOST unset, no /var/run/docker.sock): "
+        pytest.skip(reason="no Docker daemon configured (DOCKER_HOST unset, no /var/run/docker.sock): "
                     "eval \"$(scripts/ci/dockerd-up.sh)\" to run these")
     try:
         return docker_api.connect()

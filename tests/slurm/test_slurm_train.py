@@ -111,7 +111,7 @@ def test_container_docker_on_two_nodes_with_the_cpu_image(cluster, tmp_path, tin
     import os
 
     if not (os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock")):
-        pytest.skip("no Docker daemon configured (DOCKER_HOST unset): in CI eval \"$(scripts/ci/dockerd-up.sh)\"")
+        pytest.skip(reason="no Docker daemon configured (DOCKER_HOST unset): in CI eval \"$(scripts/ci/dockerd-up.sh)\"")
     from rocmft.image import tags
 
     image = tags("cpu")[0]

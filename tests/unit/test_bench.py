@@ -93,7 +93,7 @@ def test_record_needs_a_bench_run_dir(tmp_path, monkeypatch, capsys):
 
 def test_bench_overrides_are_typed_as_meant():
     items = bench.bench_overrides(["lora_rank=4"], 7, {})
-    parsed = {".".join(path): value for path, value in recipes.parse_overrides(items)}
+    parsed = {".".join(path): value for path, value in recipes.parse_overrides(items, recipes.PROJECT_KEYS)}
     assert parsed["llamafactory.lora_rank"] == 4
     assert parsed["llamafactory.max_steps"] == 7
     assert parsed["llamafactory.save_strategy"] == "no"  # the string, not YAML's false

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
-from .. import paths, pipeline, recipes, runs
+from .. import paths, pipeline, recipes
 from ..problems import EXIT_INVALID, Problem, ProblemReport
 
 HELP = "validate recipes, LLaMA-Factory YAMLs or DeepSpeed JSONs (all problems at once; exit 2 if any)"

@@ -1,6 +1,5 @@
 """LLaMA-Factory's own parser judges the rendered YAML (no model load)."""
 
-import pytest
 
 from rocmft import arches, recipes, render
 from rocmft.validate import llamafactory as lf
