@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from . import arches, paths, recipes, render, runs
+from . import arches, layout, paths, recipes, render, runs
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
 
@@ -66,10 +66,16 @@ def prepare(
     resume_from = None
     if resume:
         resume_from = runs.relative(runs.resume_checkpoint(resume, recipe.name))
+    # A world size other than the recipe file's (GPUS=, NODES=, SET=gpus_per_node) changes its global batch;
+    # a checkpoint written by another number of DeepSpeed ranks does not load.
+    written = recipes.load(recipe_spec)
+    early = layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
+    early += layout.resume_problems(recipe, resume_from, paths.root())
+    early_messages = raise_if_errors(early)
     run_dir = runs.choose(recipe.name, run_name)
     run_path = runs.relative(run_dir)
     rendered = render.render(recipe, run_path, resume_from)
-    messages = list(rendered.warnings)
+    messages = early_messages + list(rendered.warnings)
     if validate:
         messages += validate_rendered(recipe, rendered, run_path)
     return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages)

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import __version__, paths, recipes, runs
+from .. import __version__, paths, runs
 from ..arches import Arch
 from ..problems import Problem, raise_if_errors
 from ..recipes import SECRET_ENV, Recipe
@@ -213,7 +213,7 @@ def launch(prep, args) -> int:
     import dataclasses
 
     from .. import pipeline
-    from ..cli.common import overrides, warn
+    from ..cli.common import warn
 
     root = paths.root()
     time_limit = str(getattr(args, "time_limit", None) or slurm.DEFAULT_TIME).strip()
@@ -223,9 +223,7 @@ def launch(prep, args) -> int:
     if getattr(args, "gpus", None):
         problems.append(Problem("", "GPUS", "GPUS= picks cards on this machine; in a pod the device plugin decides",
                                 "use SET=gpus_per_node=N"))
-    written = recipes.load(prep.recipe.path)
-    problems += slurm.batch_problems(prep.recipe, written, slurm.user_batch_overrides(overrides(args)))
-    problems += slurm.resume_problems(prep.recipe, prep.resume_from, root)
+    # (global batch and resume across world sizes: checked for every runtime by pipeline.prepare)
     warn(raise_if_errors(problems))
 
     prep = dataclasses.replace(prep, gpus=None)

@@ -90,3 +90,15 @@ def test_job_env_applies_unset_and_plan():
     p = build("llama3-8b-z3", ["gpus_per_node=2"], gpus=("0", "1"))
     env = lp.job_env(p, {"HIP_VISIBLE_DEVICES": "5", "PATH": "/bin"})
     assert "HIP_VISIBLE_DEVICES" not in env and env["ROCR_VISIBLE_DEVICES"] == "0,1" and env["PATH"] == "/bin"
+
+
+def test_a_gpu_subset_says_how_to_keep_the_recipes_global_batch(tmp_path, monkeypatch):
+    from rocmft import pipeline
+
+    monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    prep = pipeline.prepare("llama3-8b-z3", gpus="2,3", validate=False, env={})
+    [warning] = [m for m in prep.messages if m.key == "global batch"]
+    assert warning.severity == "warning" and "shrinks from 128" in warning.message and "to 32" in warning.message
+    assert 'per_device_train_batch_size=4 gradient_accumulation_steps=16' in warning.suggestion
+    kept = pipeline.prepare("llama3-8b-z3", ["gradient_accumulation_steps=16"], gpus="2,3", validate=False, env={})
+    assert not [m for m in kept.messages if m.key == "global batch"]

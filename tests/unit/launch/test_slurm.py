@@ -279,13 +279,12 @@ def test_global_batch_that_does_not_divide_is_caught_before_submission(monkeypat
     monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(slurm.subprocess, "run", lambda *a, **k: pytest.fail("sbatch called"))
     monkeypatch.setattr(slurm.subprocess, "Popen", lambda *a, **k: pytest.fail("sbatch called"))
-    prep = prepared("llama3-8b-full-z3", nodes=3)
-    with pytest.raises(ProblemReport) as err:
-        slurm.launch(prep, args(container="none"))
+    with pytest.raises(ProblemReport) as err:  # by pipeline.prepare, for every runtime: no run dir, no sbatch
+        prepared("llama3-8b-full-z3", nodes=3)
     text = str(err.value)
     assert "the recipe's global batch 128 (2 per device x 8 accumulation x 8 GPUs) does not divide across 3 nodes x 8 GPUs = 24 processes" in text
     assert "NODES=1 or 2 or 4 or 8 or 16" in text
-    assert not prep.run_dir.exists()
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
 def test_global_batch_that_can_be_kept_is_a_warning_with_the_exact_set():
