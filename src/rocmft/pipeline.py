@@ -71,13 +71,16 @@ def prepare(
     written = recipes.load(recipe_spec)
     early = layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
     early += layout.resume_problems(recipe, resume_from, paths.root())
-    early_messages = raise_if_errors(early)
     run_dir = runs.choose(recipe.name, run_name)
     run_path = runs.relative(run_dir)
-    rendered = render.render(recipe, run_path, resume_from)
-    messages = early_messages + list(rendered.warnings)
-    if validate:
-        messages += validate_rendered(recipe, rendered, run_path)
+    try:  # every problem at once: the batch/resume ones together with rendering's and validation's
+        rendered = render.render(recipe, run_path, resume_from)
+        messages = early + list(rendered.warnings)
+        if validate:
+            messages += validate_rendered(recipe, rendered, run_path)
+    except ProblemReport as report:
+        raise ProblemReport(early + report.problems) from None
+    messages = raise_if_errors(messages)
     return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages)
 
 
