@@ -65,7 +65,7 @@ def test_hub_cache_config_is_read(tmp_path, monkeypatch):
 def test_tiny_llama_dir_is_read_relative_to_the_root_when_built():
     tiny = paths.root() / "models" / "tiny-llama" / "config.json"
     if not tiny.is_file():
-        pytest.skip("models/tiny-llama not built (make tiny-model)")
+        pytest.skip(reason="models/tiny-llama not built (make tiny-model)")
     spec = models.resolve("models/tiny-llama")
     assert (spec.hidden_size, spec.num_hidden_layers, spec.num_attention_heads, spec.num_key_value_heads,
             spec.intermediate_size) == (64, 2, 4, 2, 128)
