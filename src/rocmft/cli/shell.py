@@ -23,21 +23,15 @@ def run(args) -> int:
 
     from .. import arches, host
     from ..launch import docker as rt
-    from ..launch.plan import PASS_THROUGH, LaunchPlan, devices_from_env, parse_gpus
+    from ..launch import plan as launch_plan
+    from ..launch.plan import devices_from_env, parse_gpus
     from ..problems import Problem, ProblemReport, raise_if_errors
-    from ..recipes import SECRET_ENV
 
     facts = host.gather()
     detected = next((a for a in facts.gpu_arches if a in arches.table()), None)
     arch = arches.get(args.arch or detected or "cpu", key="ARCH")
     gpus = parse_gpus(args.gpus) or (devices_from_env(os.environ) if arch.is_gpu else None)
-    env = {k: os.environ[k] for k in PASS_THROUGH if os.environ.get(k)}
-    env.update(arch.env)
-    if arch.is_gpu and gpus:
-        env["ROCR_VISIBLE_DEVICES"] = ",".join(gpus)
-    plan = LaunchPlan(argv=("bash",), env=env, unset_env=(), secret_env=tuple(n for n in SECRET_ENV if os.environ.get(n)),
-                      run_path="", nproc_per_node=len(gpus) if gpus else 1, nnodes=1, visible_devices=gpus,
-                      arch=arch.name, distributed=False)
+    plan = launch_plan.shell(arch, os.environ, gpus)
     raise_if_errors(rt.check_host(plan, arch, facts))
     cli = shutil.which("docker")
     if not cli:

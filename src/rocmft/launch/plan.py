@@ -106,29 +106,42 @@ def build(
                 "--nproc_per_node", str(nproc), "--master_addr", master_addr or "127.0.0.1",
                 "--master_port", master_port or "29500", *worker)
 
-    env: dict[str, str] = {}
-    for name in PASS_THROUGH:
-        if host_env.get(name):
-            env[name] = host_env[name]
-    env.update(arch.env)
-    if nnodes > 1:
-        env.update(arch.rccl_env)
+    env, unset, secrets = _environment(arch, host_env, gpus, nnodes)
     env.update(recipe.env)
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike
         "OPTIM_TORCH": "0",  # if this env is reused with llamafactory-cli, it keeps our allocator settings
         "ROCMFT_RUN_DIR": run_path,
     })
+    return LaunchPlan(
+        argv=argv, env=env, unset_env=unset, secret_env=secrets, run_path=run_path,
+        nproc_per_node=nproc, nnodes=nnodes, visible_devices=gpus, arch=arch.name, distributed=distributed,
+    )
+
+
+def _environment(arch: Arch, host_env: Mapping[str, str], gpus: tuple[str, ...] | None,
+                 nnodes: int = 1) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    """(env to set, names to unset, secret names) for any process on this arch: a job or a debugging shell."""
+    env = {name: host_env[name] for name in PASS_THROUGH if host_env.get(name)}
+    env.update(arch.env)
+    if nnodes > 1:
+        env.update(arch.rccl_env)
     unset = [v for v in DEVICE_VARS if v != "ROCR_VISIBLE_DEVICES"] if arch.is_gpu else list(DEVICE_VARS)
     if arch.is_gpu and gpus is not None:
         env["ROCR_VISIBLE_DEVICES"] = ",".join(gpus)
     elif arch.is_gpu:
         unset.append("ROCR_VISIBLE_DEVICES")
     secrets = tuple(name for name in SECRET_ENV if host_env.get(name))
-    return LaunchPlan(
-        argv=argv, env=env, unset_env=tuple(unset), secret_env=secrets, run_path=run_path,
-        nproc_per_node=nproc, nnodes=nnodes, visible_devices=gpus, arch=arch.name, distributed=distributed,
-    )
+    return env, tuple(unset), secrets
+
+
+def shell(arch: Arch, host_env: Mapping[str, str], gpus: tuple[str, ...] | None,
+          argv: tuple[str, ...] = ("bash",)) -> LaunchPlan:
+    """`make shell`: the environment and devices of a job on this arch, running `argv` instead of training."""
+    env, unset, secrets = _environment(arch, host_env, gpus)
+    return LaunchPlan(argv=argv, env=env, unset_env=unset, secret_env=secrets, run_path="",
+                      nproc_per_node=len(gpus) if gpus else 1, nnodes=1, visible_devices=gpus,
+                      arch=arch.name, distributed=False)
 
 
 def job_env(plan: LaunchPlan, base_env: Mapping[str, str]) -> dict[str, str]:

@@ -102,3 +102,10 @@ def test_a_gpu_subset_says_how_to_keep_the_recipes_global_batch(tmp_path, monkey
     assert 'per_device_train_batch_size=4 gradient_accumulation_steps=16' in warning.suggestion
     kept = pipeline.prepare("llama3-8b-z3", ["gradient_accumulation_steps=16"], gpus="2,3", validate=False, env={})
     assert not [m for m in kept.messages if m.key == "global batch"]
+
+
+def test_the_debugging_shell_gets_a_jobs_environment_and_devices():
+    job = build("llama3-8b-z3", ["gpus_per_node=2"], gpus=("2", "3"))
+    sh = lp.shell(A["gfx942"], HOST, ("2", "3"))
+    assert sh.argv == ("bash",) and sh.unset_env == job.unset_env and sh.secret_env == ("HF_TOKEN",)
+    assert {k: v for k, v in job.env.items() if k not in ("PYTHONUNBUFFERED", "OPTIM_TORCH", "ROCMFT_RUN_DIR")} == dict(sh.env)
