@@ -108,12 +108,17 @@ def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_pat
     return kept
 
 
-def commit(prep: Prepared) -> Path:
-    """Create the run dir and write what was asked and what LLaMA-Factory will read."""
+def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtime: str | None = None,
+           image: str | None = None, **versions_extra) -> Path:
+    """Create the run dir and write what was asked and what LLaMA-Factory will read; with a launch plan, also
+    what will run (plan.json) and with what (versions.json), so every runtime records a run the same way."""
     runs.create(prep.run_dir)
     runs.write_inputs(prep.run_dir, prep.recipe.to_dict(), prep.rendered.train_yaml, prep.rendered.ds_config)
     runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, arch=prep.recipe.arch,
               resumed_from=prep.resume_from)
+    if plan is not None:
+        (prep.run_dir / "plan.json").write_text(plan.to_json())
+        runs.write_versions(prep.run_dir, image=image, extra={"runtime": runtime, **versions_extra})
     return prep.run_dir
 
 

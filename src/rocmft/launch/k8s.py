@@ -237,10 +237,8 @@ def launch(prep, args) -> int:
     job, dropped = build_job(plan, prep.recipe, prep.arch, name=job_name(run_name), run_name=run_name, image=image,
                              pvc=pvc, secret=secret, namespace=namespace, deadline_s=seconds(time_limit), root=root)
     raise_if_errors(structure_problems(job, prep.recipe.nodes, plan.nproc_per_node))
-    run_dir = pipeline.commit(prep)
+    run_dir = pipeline.commit(prep, plan, runtime="k8s", image=image)
     rel = runs.relative(run_dir)
-    (run_dir / "plan.json").write_text(plan.to_json())
-    runs.write_versions(run_dir, image=image, extra={"runtime": "k8s"})
     runs.mark(run_dir, "rendered", runtime="k8s", k8s_job=job["metadata"]["name"])
     manifest = render_manifest(job, prep.recipe, prep.arch, manifest_path=f"{rel}/{MANIFEST}", pvc=pvc, secret=secret,
                                namespace=namespace)

@@ -91,9 +91,7 @@ def launch(prep, args) -> int:
     from .outcome import finish
 
     plan = pipeline.build_plan(prep)
-    run_dir = pipeline.commit(prep)
-    (run_dir / "plan.json").write_text(plan.to_json())
-    runs.write_versions(run_dir, extra={"runtime": "local"})
+    run_dir = pipeline.commit(prep, plan, runtime="local")
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)
     print(f"[rocmft] command: {' '.join(plan.argv)}", flush=True)
     code = run(plan, run_dir, quiet=getattr(args, "quiet", False))

@@ -73,14 +73,12 @@ def launch(prep, args) -> int:
     raise_if_errors(create_cache_dirs(spec))
     _refuse_name_clash(client, spec.name)
 
-    run_dir = pipeline.commit(prep)
-    (run_dir / "plan.json").write_text(plan.to_json())
-    (run_dir / "container.json").write_text(spec.to_json())
     from ...image import image_labels
 
     labels = image_labels(image)
-    runs.write_versions(run_dir, image=image.id, extra={"runtime": "docker", "image_tag": tag,
-                                                        "image_tags": list(image.tags or []), "image_labels": labels})
+    run_dir = pipeline.commit(prep, plan, runtime="docker", image=image.id, image_tag=tag,
+                              image_tags=list(image.tags or []), image_labels=labels)
+    (run_dir / "container.json").write_text(spec.to_json())
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)
     print(f"[rocmft] image: {tag} ({image.short_id}, built for {labels.get(LABEL + 'arch')})", flush=True)
     gpus = ", ".join(d for d in spec.devices if d != KFD) or "none"

@@ -96,10 +96,8 @@ def launch(prep, args) -> int:
     script = render_script(plan, prep.recipe, prep.arch, opts, root=root, run_dir=run_dir, python=python)
     if want_submit:
         slurm_verdict(script, root)
-    pipeline.commit(prep)
-    (run_dir / "plan.json").write_text(plan.to_json())
-    runs.write_versions(run_dir, image=opts.sif or opts.image,
-                        extra={"runtime": "slurm", "container": opts.container, "time_limit": opts.time})
+    pipeline.commit(prep, plan, runtime="slurm", image=opts.sif or opts.image, container=opts.container,
+                    time_limit=opts.time)
     script_path = run_dir / SCRIPT
     script_path.write_text(script)
     script_path.chmod(0o755)
