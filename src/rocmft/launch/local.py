@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import paths, runs
 from .plan import LaunchPlan, job_env
-from .progress import ProgressParser
+from .progress import Echo
 
 GRACE_S = 10
 
@@ -35,27 +35,14 @@ def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False) -> int:
         _terminate(proc)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    parser = ProgressParser()
-    pending = b""  # output after the last newline: echoed with the next chunk, so no line (or character) is split
+    echo = Echo(sys.stdout, quiet)
     try:
         with open(log_path, "ab") as log:
             for chunk in iter(lambda: proc.stdout.read1(65536), b""):
                 log.write(chunk)
                 log.flush()
-                pending += chunk
-                cut = max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
-                if cut == 0 and len(pending) < 1 << 20:
-                    continue
-                lines, pending = (pending[:cut], pending[cut:]) if cut else (pending, b"")
-                if not quiet:
-                    sys.stdout.buffer.write(lines)
-                    sys.stdout.flush()
-                progress = parser.feed(lines.decode("utf-8", "replace"))
-                if progress and not quiet:
-                    print(f"[rocmft] {progress.line()}", flush=True)
-            if pending and not quiet:
-                sys.stdout.buffer.write(pending)
-                sys.stdout.flush()
+                echo.feed(chunk)
+            echo.flush()
         code = proc.wait()
     finally:
         for s, handler in previous.items():

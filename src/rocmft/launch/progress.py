@@ -89,3 +89,42 @@ def failed_ranks(log_text: str) -> list[str]:
         elif not any(o.startswith(line) for o in out):
             out.append(line)
     return out
+
+
+class Echo:
+    """Echoes a job's output to the terminal with a `[rocmft] step ..., loss ...` line after each logged loss.
+
+    Whole lines only (up to the last newline or carriage return of what has arrived), so a status line never
+    lands inside a line or a multi-byte character. Every runtime that streams output uses this one.
+    """
+
+    MAX_PENDING = 1 << 20  # a progress bar without a newline for this long is echoed anyway
+
+    def __init__(self, out, quiet: bool = False):
+        self.out = out
+        self.quiet = quiet
+        self.parser = ProgressParser()
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> None:
+        self.pending += chunk
+        cut = max(self.pending.rfind(b"\n"), self.pending.rfind(b"\r")) + 1
+        if cut == 0 and len(self.pending) < self.MAX_PENDING:
+            return
+        cut = cut or len(self.pending)
+        done, self.pending = self.pending[:cut], self.pending[cut:]
+        self._emit(done)
+
+    def flush(self) -> None:
+        if self.pending:
+            done, self.pending = self.pending, b""
+            self._emit(done)
+
+    def _emit(self, data: bytes) -> None:
+        progress = self.parser.feed(data.decode("utf-8", "replace"))
+        if self.quiet:
+            return
+        self.out.buffer.write(data)
+        self.out.flush()
+        if progress:
+            print(f"[rocmft] {progress.line()}", file=self.out, flush=True)

@@ -39,3 +39,28 @@ def test_torchrun_failure_names_the_root_cause_rank_first():
         "rank 0 (local_rank 0) on localhost: exit code -15 (killed by SIGTERM)",
     ]
     assert failed_ranks("no summary here") == []
+
+
+def test_echo_never_splits_a_line_or_a_character_with_its_status_line():
+    import io
+
+    from rocmft.launch.progress import Echo
+
+    class Out(io.StringIO):
+        def __init__(self):
+            super().__init__()
+            self.buffer = io.BytesIO()
+
+        def write(self, text):  # status lines go through print(): keep both streams in one order
+            self.buffer.write(text.encode())
+            return len(text)
+
+    out = Out()
+    echo = Echo(out)
+    text = "{'loss': '1.5', 'grad_norm': '0.5'} naïve\n".encode()
+    cut = text.index("ï".encode()) + 1  # inside the two bytes of ï
+    echo.feed(text[:cut])
+    echo.feed(text[cut:] + b"tail without newline")
+    echo.flush()
+    got = out.buffer.getvalue().decode()
+    assert got == "{'loss': '1.5', 'grad_norm': '0.5'} naïve\n[rocmft] loss 1.5000, grad_norm 0.5\ntail without newline"

@@ -59,7 +59,7 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
     from docker.errors import APIError, DockerException, NotFound
     from requests.exceptions import RequestException
 
-    from ..progress import ProgressParser
+    from ..progress import Echo
 
     caller_env = os.environ if caller_env is None else caller_env
     log_path = run_dir / "train.log"
@@ -107,18 +107,14 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
                 code = 125  # `docker run`'s code for "the daemon could not run it"
             else:
                 started = time.monotonic()
-                parser = ProgressParser()
+                echo = Echo(sys.stdout, quiet)
                 try:
                     with open(log_path, "ab") as log:
                         for chunk in container.logs(stream=True, follow=True):
                             log.write(chunk)
                             log.flush()
-                            if not quiet:
-                                sys.stdout.buffer.write(chunk)
-                                sys.stdout.flush()
-                            progress = parser.feed(chunk.decode("utf-8", "replace"))
-                            if progress and not quiet:
-                                say(progress.line())
+                            echo.feed(chunk)
+                        echo.flush()
                     code = int(container.wait().get("StatusCode", 1))
                 except (DockerException, RequestException) as exc:
                     say(f"lost the container's log stream or status: {exc}")

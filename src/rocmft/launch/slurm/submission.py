@@ -32,29 +32,19 @@ def slurm_verdict(script: str, root: Path) -> None:
 
 def _follow(path: Path, stop: threading.Event, out) -> None:
     """Print what the job appends to train.log until `stop` is set and the file is drained."""
-    from ..progress import ProgressParser
+    from ..progress import Echo
 
-    parser = ProgressParser()
+    echo = Echo(out)
     handle = None
-    pending = b""
     while True:
         if handle is None and path.is_file():
             handle = open(path, "rb")  # noqa: SIM115 - closed below
         chunk = handle.read(65536) if handle else b""
-        if chunk or (stop.is_set() and pending):
-            pending += chunk
-            # whole lines only: a progress line never lands inside a line or a multi-byte character
-            cut = len(pending) if not chunk else max(pending.rfind(b"\n"), pending.rfind(b"\r")) + 1
-            if cut <= 0:
-                continue
-            done, pending = pending[:cut], pending[cut:]
-            out.buffer.write(done)
-            out.flush()
-            progress = parser.feed(done.decode("utf-8", "replace"))
-            if progress:
-                print(f"[rocmft] {progress.line()}", file=out, flush=True)
+        if chunk:
+            echo.feed(chunk)
             continue
         if stop.is_set():
+            echo.flush()
             break
         time.sleep(0.3)
     if handle:
