@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from ..host import DRI, KFD, HostFacts
+from ..image.docker_api import START_DAEMON
 
 GiB = 1024 ** 3
 # Free space worth warning about. A ROCm PyTorch image is ~25-30 GB unpacked; a full fine-tune checkpoint
@@ -157,7 +158,7 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
     elif docker.configured:
         add(docker_level, f"Docker daemon not reachable at {docker.where}: {docker.error}",
             "add yourself to the `docker` group (then log in again)" if "ermission" in docker.error else
-            "start it: `sudo systemctl start docker` (CI: `eval \"$(scripts/ci/dockerd-up.sh)\"`); or RUNTIME=local")
+            START_DAEMON)
     else:
         add(docker_level, "no Docker daemon configured (DOCKER_HOST unset, no /var/run/docker.sock)",
             "install and start Docker (`sudo apt-get install docker.io`), or as root `eval \"$(scripts/ci/dockerd-up.sh)\"`; "

@@ -4,29 +4,40 @@ check a base image is present without ever pulling it."""
 from __future__ import annotations
 
 import os
+from typing import Mapping
 
 from ..problems import Problem, ProblemReport
 from .plan import LABEL_PREFIX, tags
 
-START_DAEMON = ("start one: `sudo systemctl start docker`, or as root on a bare machine "
-                "`eval \"$(scripts/ci/dockerd-up.sh)\"` (sets DOCKER_HOST); or train without Docker: RUNTIME=local")
+START_DAEMON = ("start it: `sudo systemctl start docker`; on a bare machine, as root, "
+                "`eval \"$(scripts/ci/dockerd-up.sh)\"` (exports DOCKER_HOST); or train without Docker: RUNTIME=local")
 
 
-def connect():
-    """A docker.DockerClient that answered a ping, or a ProblemReport saying how to get one."""
+def daemon_configured(env: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if env is None else env
+    return bool(env.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
+
+
+def connect(timeout: int = 600):
+    """A docker client that answered a ping, or a ProblemReport that says how to get one.
+    The one way into the daemon: the image build, the container runtime, doctor and `make runs` share it."""
     try:
         import docker
-    except ImportError:  # pragma: no cover - the docker SDK is a dependency of the project
-        raise ProblemReport([Problem("", "docker", "the Docker SDK for Python is not installed", "make setup")])
+    except ImportError:  # pragma: no cover - a dependency of the project
+        raise ProblemReport([Problem("", "docker", "the Docker SDK for Python is not installed", "make setup")]) from None
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
-        client = docker.from_env(timeout=600)
+        client = docker.from_env(timeout=timeout)
         client.ping()
-    except Exception as exc:  # DockerException, ConnectionError, PermissionError, ...
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if len(reason) > 160:
-            reason = reason[:160] + "..."
-        raise ProblemReport([Problem("", "DOCKER_HOST", f"no Docker daemon reachable at {where} ({reason})", START_DAEMON)])
+    except Exception as exc:  # DockerException, requests' ConnectionError, PermissionError...
+        text = str(exc)
+        reason = (text.splitlines() or [type(exc).__name__])[0][:200]
+        if "Permission denied" in text or "PermissionError" in text:
+            fix = "add yourself to the `docker` group (`sudo usermod -aG docker $USER`, then log in again); or RUNTIME=local"
+        else:
+            fix = START_DAEMON
+        raise ProblemReport([Problem("", "DOCKER_HOST", f"cannot reach the Docker daemon: no Docker daemon reachable at "
+                                     f"{where} ({reason})", fix)]) from None
     return client
 
 

@@ -2,40 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from typing import Mapping
-
 from ...arches import Arch
+from ...image.docker_api import START_DAEMON, connect, daemon_configured  # noqa: F401 - re-exported
 from ...problems import Problem, ProblemReport
-
-START_DAEMON = ("start it: `sudo systemctl start docker`; in CI as root `eval \"$(scripts/ci/dockerd-up.sh)\"` "
-                "(exports DOCKER_HOST); or train without Docker: RUNTIME=local")
-
-
-def daemon_configured(env: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if env is None else env
-    return bool(env.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
-
-
-def connect(timeout: int = 600):
-    """A docker client that answered a ping, or a ProblemReport that says how to get one."""
-    try:
-        import docker
-    except ImportError:  # pragma: no cover - a dependency of the project
-        raise ProblemReport([Problem("", "docker", "the Docker SDK for Python is not installed", "make setup")]) from None
-    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-    except Exception as exc:  # DockerException, requests' ConnectionError, PermissionError...
-        text = str(exc)
-        reason = (text.splitlines() or [type(exc).__name__])[0][:200]
-        if "Permission denied" in text or "PermissionError" in text:
-            fix = "add yourself to the `docker` group (`sudo usermod -aG docker $USER`, then log in again); or RUNTIME=local"
-        else:
-            fix = START_DAEMON
-        raise ProblemReport([Problem("", "DOCKER_HOST", f"cannot reach the Docker daemon at {where} ({reason})", fix)]) from None
-    return client
 
 
 def image_hint(arch_name: str) -> str:
