@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from rocmft.image.docker_api import daemon_configured
 from tests.conftest import PYTHON, ROOT, offline_env, rocmft
 
 pytestmark = pytest.mark.docker
@@ -35,13 +36,9 @@ SECRET = "hf_docker_test_SECRET_value"
 TEST_UID = int(os.environ.get("ROCMFT_TEST_UID", "1000"))
 
 
-def _configured() -> bool:
-    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
-
-
 @pytest.fixture(scope="module")
 def client():
-    if not _configured():
+    if not daemon_configured():
         pytest.skip(reason="no Docker daemon configured (DOCKER_HOST unset and no /var/run/docker.sock); "
                     "in CI: eval \"$(scripts/ci/dockerd-up.sh)\"")
     from rocmft.launch.docker import connect

@@ -10,7 +10,6 @@ With a daemon configured, an unreachable daemon or a missing image FAILS: CI mus
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from rocmft import arches
 from rocmft.cli.main import main
 from rocmft.image import build_plan, docker_api, find_image, image_arch
+from rocmft.image.docker_api import daemon_configured
 from rocmft.image.versions import from_lock
 from rocmft.problems import ProblemReport
 
@@ -28,13 +28,9 @@ BUILD_HINT = "build it first: eval \"$(scripts/ci/dockerd-up.sh)\"; scripts/ci/b
              "make wheelhouse ARCH=cpu; make image ARCH=cpu OFFLINE=1"
 
 
-def _configured() -> bool:
-    return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
-
-
 @pytest.fixture(scope="module")
 def client():
-    if not _configured():
+    if not daemon_configured():
         pytest.skip(reason="no Docker daemon configured (DOCKER_HOST unset, no /var/run/docker.sock): "
                     "eval \"$(scripts/ci/dockerd-up.sh)\" to run these")
     try:
