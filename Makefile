@@ -26,12 +26,22 @@ TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call
               $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--run-name,$(RUN_NAME)) \
               $(if $(filter 1 yes true,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF))
 
-.PHONY: help setup
+.PHONY: help host setup
 help: ## list the targets (this screen)
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
 	@echo; echo "  Variables: RECIPE=$(RECIPE) ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FORCE=1"
 
-setup: ## create .venv: CPU torch, pinned LLaMA-Factory/DeepSpeed, the project, test tools (idempotent)
+host: ## the light host in .venv: the rocmft CLI + jinja2, pyyaml, rich, Docker SDK; no torch (seconds; idempotent)
+	@bash scripts/host-venv.sh
+
+setup: host ## the CPU training venv: + CPU torch (never CUDA), pinned LLaMA-Factory/DeepSpeed, test tools (TORCH_INDEX_URL=)
 	@bash scripts/setup-venv.sh
+
+# RUNTIME=local (the default for cpu recipes) trains in this venv and needs the CPU training stack; docker,
+# slurm and k8s run the image's own stack, so the light host is enough. The CLI says which one RECIPE gets.
+define stack_if_local
+	@if [[ "$$($(ROCMFT) train $(RECIPE) --print-runtime --set '$(SET)' $(call opt,--runtime,$(RUNTIME)) $(call opt,--arch,$(ARCH)) 2>/dev/null)" == local ]]; then \
+	  bash scripts/setup-venv.sh; fi
+endef
 
 include mk/*.mk

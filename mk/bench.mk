@@ -5,8 +5,9 @@ PLOT    ?=
 BENCH_FLAGS = --steps '$(STEPS)' $(call opt,--results,$(RESULTS))
 
 .PHONY: bench bench-report
-bench: setup $(if $(filter tiny-cpu,$(RECIPE)),tiny-model) ## run RECIPE for STEPS=20 steps (saving off), append one measured row to results/bench.csv (SET=, RUNTIME=, GPUS=, RESULTS=)
+bench: host $(if $(filter tiny-cpu,$(RECIPE)),tiny-model) ## run RECIPE for STEPS=20 steps (saving off), append one measured row to results/bench.csv (SET=, RUNTIME=, GPUS=, RESULTS=)
+	$(stack_if_local)
 	@$(ROCMFT) bench $(RECIPE) --set '$(SET)' $(BENCH_FLAGS) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 
-bench-report: setup ## print results/bench.csv with the planner's prediction and error % beside each row, plot results/bench.png (RESULTS=, PLOT=)
+bench-report: host ## print results/bench.csv with the planner's prediction and error % beside each row, plot results/bench.png (RESULTS=, PLOT=)
 	@$(ROCMFT) bench-report $(call opt,--results,$(RESULTS)) $(call opt,--plot,$(PLOT))

@@ -19,11 +19,11 @@ DATA_FLAGS = --format "$$DATA_FORMAT" --recipe "$$DATA_RECIPE" $${DATA_TOKENIZER
              $(if $(filter 1 yes true,$(FORCE)),--force) $(if $(filter 1 yes true,$(CONVERT)),--convert)
 
 .PHONY: data data-check
-data: setup ## check IN=file.jsonl, write data/NAME.jsonl + rejects, register NAME (FORMAT= TOKENIZER= CONVERT=1 FORCE=1)
+data: host $(if $(TOKENIZER),setup) ## check IN=file.jsonl, write data/NAME.jsonl + rejects, register NAME (FORMAT= TOKENIZER= CONVERT=1 FORCE=1)
 	@[[ -n "$$DATA_IN" ]] || { echo "error: IN: missing: the .jsonl file to check (make data IN=path.jsonl NAME=my_data)" >&2; exit 2; }
 	@[[ -n "$$DATA_NAME" ]] || { echo "error: NAME: missing: the name to register the dataset under (make data IN=path.jsonl NAME=my_data)" >&2; exit 2; }
 	@$(ROCMFT) data "$$DATA_IN" "$$DATA_NAME" $(DATA_FLAGS)
 
-data-check: setup ## report on IN=file.jsonl only: rows, rejects by reason, lengths (writes and registers nothing)
+data-check: host $(if $(TOKENIZER),setup) ## report on IN=file.jsonl only: rows, rejects by reason, lengths (writes and registers nothing)
 	@[[ -n "$$DATA_IN" ]] || { echo "error: IN: missing: the .jsonl file to check (make data-check IN=path.jsonl)" >&2; exit 2; }
 	@$(ROCMFT) data "$$DATA_IN" --check $(DATA_FLAGS)

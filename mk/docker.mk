@@ -4,11 +4,11 @@
 #   make runs                      every run's status, final loss, duration; containers left behind
 .PHONY: doctor shell runs
 
-doctor: setup ## check the host for GPU training in a container: devices, groups, GPUs + arch, Docker, image, disk, shm, IOMMU
+doctor: host ## check the host for GPU training in a container: devices, groups, GPUs + arch, Docker, image, disk, shm, IOMMU
 	@$(ROCMFT) doctor $(call opt,--arch,$(ARCH))
 
-shell: setup ## interactive shell in the image of ARCH with a run's devices, groups and mounts (GPUS=, IMAGE_REF=)
+shell: host ## interactive shell in the image of ARCH with a run's devices, groups and mounts (GPUS=, IMAGE_REF=)
 	@$(ROCMFT) shell $(call opt,--arch,$(ARCH)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
 
-runs: setup ## list the runs (status, final loss, duration) and containers left by a crashed launcher
+runs: host ## list the runs (status, final loss, duration) and containers left by a crashed launcher
 	@$(ROCMFT) runs

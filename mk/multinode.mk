@@ -27,5 +27,5 @@ MULTINODE_FLAGS = $(call opt,--partition,$(PARTITION)) $(call opt,--account,$(AC
                   $(if $(filter 0 no false,$(SUBMIT)),--no-submit) \
                   $(if $(filter 1 yes true,$(WAIT)),--wait)
 
-sif: setup ## convert the rocmft Docker image of ARCH= to an Apptainer image rocmft-<arch>.sif (needs apptainer; SIF= to name it)
+sif: host ## convert the rocmft Docker image of ARCH= to an Apptainer image rocmft-<arch>.sif (needs apptainer; SIF= to name it)
 	@$(ROCMFT) sif $(call opt,--arch,$(ARCH)) $(call opt,--out,$(SIF))

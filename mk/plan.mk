@@ -2,8 +2,8 @@
 STEPS ?=
 
 .PHONY: plan plan-all
-plan: setup ## memory per GPU, fits/tight/does not fit, suggestions, tokens/s and time (RECIPE=, SET=, ARCH=, NODES=, STEPS=)
+plan: host ## memory per GPU, fits/tight/does not fit, suggestions, tokens/s and time (RECIPE=, SET=, ARCH=, NODES=, STEPS=)
 	@$(ROCMFT) plan $(RECIPE) --set '$(SET)' $(call opt,--arch,$(ARCH)) $(call opt,--nodes,$(NODES)) $(call opt,--steps,$(STEPS))
 
-plan-all: setup ## a table of every shipped recipe: GiB per GPU against capacity, verdict, tokens/s/GPU
+plan-all: host ## a table of every shipped recipe: GiB per GPU against capacity, verdict, tokens/s/GPU
 	@$(ROCMFT) plan-all

@@ -1,16 +1,16 @@
 # Recipes: discover, inspect, copy, render, validate.
 .PHONY: list show copy render validate
-list: setup ## list the recipes with arch, GPUs and a one-line description
+list: host ## list the recipes with arch, GPUs and a one-line description
 	@$(ROCMFT) list
 
-show: setup ## print the fully resolved recipe (RECIPE=, SET=)
+show: host ## print the fully resolved recipe (RECIPE=, SET=)
 	@$(ROCMFT) show $(RECIPE) --set '$(SET)' $(call opt,--arch,$(ARCH))
 
-copy: setup ## copy a recipe to start your own (RECIPE=x TO=my-x; never overwrites)
+copy: host ## copy a recipe to start your own (RECIPE=x TO=my-x; never overwrites)
 	@$(ROCMFT) copy $(RECIPE) $(TO)
 
-render: setup ## render + validate a recipe into a new run dir (RECIPE=, SET=)
+render: host ## render + validate a recipe into a new run dir (RECIPE=, SET=)
 	@$(ROCMFT) render $(RECIPE) --set '$(SET)' $(call opt,--arch,$(ARCH)) $(call opt,--nodes,$(NODES)) $(call opt,--run-name,$(RUN_NAME))
 
-validate: setup ## validate every shipped recipe, or FILES="a.yaml b.json" with LLaMA-Factory's and DeepSpeed's own checks
+validate: host ## validate every shipped recipe, or FILES="a.yaml b.json" with LLaMA-Factory's and DeepSpeed's own checks
 	@$(ROCMFT) validate $(if $(FILES),$(FILES),--all)

@@ -11,7 +11,8 @@ tiny-model: setup ## build the tiny test model offline into models/tiny-llama (n
 demo: setup tiny-model ## the embedded default: train the tiny model on CPU and print the adapter and loss plot
 	@$(ROCMFT) train tiny-cpu --runtime local --set '$(SET)' $(call opt,--run-name,$(RUN_NAME))
 
-train: setup ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, SET=, FORCE=1)
+train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, SET=, FORCE=1)
+	$(stack_if_local)
 	@$(ROCMFT) train $(RECIPE) --set '$(SET)' $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 
 export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged

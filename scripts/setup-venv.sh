@@ -1,42 +1,79 @@
 #!/usr/bin/env bash
-# Create .venv with the CPU training stack, the project and its test tools.
-# Idempotent: a stamp keyed on this script and the requirement files makes a second run instant.
+# The CPU training venv (make demo, make test, RUNTIME=local): the light host, then the CPU build of torch,
+# LLaMA-Factory, DeepSpeed and the test tools, every version from requirements/lock.txt.
+#
+# Where the CPU torch comes from, first match:
+#   TORCH_INDEX_URL   a PyTorch-style wheel index (or a folder of wheels) you name
+#   pip's find-links  a wheel folder your pip is configured with (PIP_FIND_LINKS, pip.conf), if it holds the wheel
+#   default           PyTorch's CPU index, https://download.pytorch.org/whl/cpu
+# Never PyPI: on Linux x86_64 PyPI's torch is the CUDA build (~15 nvidia-* packages, several GB).
+# Idempotent: a stamp keyed on the scripts and requirement files makes a second run instant.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VENV:-.venv}
-PY=${PYTHON:-python3}
-key=$(cat "$0" requirements/*.txt pyproject.toml | sha256sum | cut -c1-16)
+source scripts/venv-lib.sh
+bash scripts/host-venv.sh
+key=$(cat scripts/setup-venv.sh scripts/host-venv.sh scripts/venv-lib.sh requirements/*.txt pyproject.toml | sha256sum | cut -c1-16)
 stamp="$VENV/.rocmft-setup-$key"
-if [[ -f $stamp ]]; then
-  exit 0
+[[ -f $stamp ]] && exit 0
+lock_venv
+[[ -f $stamp ]] && exit 0
+
+torch=$(pin torch)
+pytag=cp$("$VENV/bin/python" -c 'import sys; print("%d%d" % sys.version_info[:2])')
+CPU_INDEX=https://download.pytorch.org/whl/cpu
+
+# A folder of wheels pip was told about (find-links), holding this torch for this Python.
+pip_wheel_folder() {
+  local dirs d
+  dirs=$( { "$VENV/bin/python" -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p"
+            printf '%s\n' "${PIP_FIND_LINKS:-}"; } | tr ' ' '\n' | sed 's|^file://||')
+  for d in $dirs; do
+    if [[ -d $d ]] && compgen -G "$d/torch-$torch[+-]*$pytag-*.whl" >/dev/null; then
+      echo "$d"
+      return
+    fi
+  done
+}
+
+if [[ -n ${TORCH_INDEX_URL:-} ]]; then
+  where="TORCH_INDEX_URL=$TORCH_INDEX_URL"
+  if [[ -d $TORCH_INDEX_URL ]]; then src=(--no-index --find-links "$TORCH_INDEX_URL"); else src=(--index-url "$TORCH_INDEX_URL"); fi
+elif folder=$(pip_wheel_folder) && [[ -n $folder ]]; then
+  where="pip's wheel folder $folder"
+  src=(--no-index --find-links "$folder")
+else
+  where="PyTorch's CPU index $CPU_INDEX"
+  src=(--index-url "$CPU_INDEX")
 fi
-echo "==> setting up $VENV (CPU torch, LLaMA-Factory, DeepSpeed; ~2-3 min on 2 cores)"
-[[ -x $VENV/bin/python ]] || "$PY" -m venv "$VENV"
-pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-# Some machines' pip config names local index folders that may not exist: pip warns once per package.
-exec 2> >(grep -v --line-buffered "is ignored: it is neither a file nor a directory" >&2)
-lock=(-c requirements/lock.txt)
-# torch first, from the CPU wheel on disk: anything that asks for torch later is held to it by the lock.
-"${pip[@]}" install "${lock[@]}" torch==2.13.0 setuptools wheel
-"${pip[@]}" install "${lock[@]}" -r requirements/train.txt -r requirements/dev.txt
+
+echo "==> CPU training stack in $VENV: torch $torch (CPU, from $where), LLaMA-Factory, DeepSpeed (~1-2 min)"
+# torch alone and without its dependencies from that one source; everything after resolves against the
+# installed CPU torch (uv keeps an installed version that satisfies the lock) and takes the rest from PyPI.
+uv_install --no-deps "${src[@]}" "torch==$torch" 2>/dev/null \
+  || die "no CPU torch $torch wheel for $pytag at $where: set TORCH_INDEX_URL to a PyTorch CPU wheel index or a folder holding torch-$torch+cpu-$pytag-*.whl"
+"$VENV/bin/python" -c 'import sys, torch; sys.exit(torch.version.cuda is not None or torch.version.hip is not None)' \
+  || die "the torch from $where is not the CPU build: point TORCH_INDEX_URL at a CPU wheel index ($CPU_INDEX)"
+uv_install "torch==$torch" setuptools wheel -r requirements/train.txt -r requirements/dev.txt
 # DeepSpeed is an sdist: build isolation would fetch a CUDA torch to build it against. Its CPU ops
 # (shm comm, cpu_adam) are JIT-compiled on first use into TORCH_EXTENSIONS_DIR (.cache/), not here,
 # so `make demo` never waits for a compiler.
-"${pip[@]}" install "${lock[@]}" --no-build-isolation deepspeed==0.19.8
+uv_install --no-build-isolation "deepspeed==$(pin deepspeed)"
 # PyPI's torchvision/torchaudio for x86_64 are CUDA builds that do not load beside the CPU torch:
 # - torchvision, when present, breaks `import transformers` ("operator torchvision::nms does not exist");
 #   absent, transformers treats it as optional. LLaMA-Factory only needs it for image inputs.
 # - torchaudio is imported unconditionally by llamafactory.data.mm_plugin; without its mismatched native
 #   libraries it imports fine (audio datasets are then unsupported, which text fine-tuning never needs).
-"${pip[@]}" uninstall -y torchvision >/dev/null 2>&1 || true
+"$VENV/bin/uv" pip uninstall --python "$VENV/bin/python" -q torchvision 2>/dev/null || true
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -f "$site"/torchaudio/lib/*.so
-"${pip[@]}" install --no-deps --no-build-isolation -e .
-# Fail here, not in the first training run, if the stack does not import.
+# Fail here, not in the first training run, if the stack does not import or is not the CPU build.
 "$VENV/bin/python" - <<'PY'
-import torch, llamafactory.data.mm_plugin, llamafactory.hparams, deepspeed  # noqa: F401
+import importlib.metadata as md
+import deepspeed, llamafactory, llamafactory.data.mm_plugin, llamafactory.hparams, torch  # noqa: F401
 assert torch.version.cuda is None and torch.version.hip is None, f"expected the CPU torch, got {torch.__version__}"
-print(f"    torch {torch.__version__}, llamafactory {llamafactory.hparams.__name__ and __import__('llamafactory').__version__}, deepspeed {deepspeed.__version__}")
+gpu = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].lower().startswith("nvidia"))
+assert not gpu, f"CUDA packages in a CPU venv: {', '.join(gpu)}"
+print(f"    torch {torch.__version__}, llamafactory {llamafactory.__version__}, deepspeed {deepspeed.__version__}")
 PY
 rm -f "$VENV"/.rocmft-setup-*
 touch "$stamp"

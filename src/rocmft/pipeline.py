@@ -10,11 +10,14 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from . import arches, layout, paths, recipes, render, runs
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
+
+if TYPE_CHECKING:
+    from .validate.where import Place
 
 
 @dataclass
@@ -49,8 +52,10 @@ def prepare(
     resume: str | None = None,
     run_name: str | None = None,
     validate: bool = True,
+    validate_in: Callable[[arches.Arch], "Place"] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Prepared:
+    """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image."""
     env = os.environ if env is None else env
     overrides = list(overrides)
     if arch:
@@ -77,34 +82,38 @@ def prepare(
         rendered = render.render(recipe, run_path, resume_from)
         messages = early + list(rendered.warnings)
         if validate:
-            messages += validate_rendered(recipe, rendered, run_path)
+            from .validate import where
+
+            place = (validate_in or where.auto)(arch_info)
+            messages += validate_rendered(recipe, rendered, run_path, place)
     except ProblemReport as report:
         raise ProblemReport(early + report.problems) from None
     messages = raise_if_errors(messages)
     return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages)
 
 
-def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str) -> list[Problem]:
-    """LLaMA-Factory's and DeepSpeed's own checks; a cache skips the ~8 s import for unchanged inputs."""
+def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, place=None) -> list[Problem]:
+    """LLaMA-Factory's and DeepSpeed's own checks where the job's versions are (`place`), then the inputs on
+    disk. A cache keyed on the inputs and on what judged them (venv versions, image id) skips the ~8 s
+    import for unchanged inputs; a rebuilt image re-validates."""
     from . import validate
+    from .validate import inputs, where
+    from .validate import request as req
 
+    place = place or where.auto(arches.get(recipe.arch, file=recipe.path))
     source = runs.relative(Path(recipe.path))
     train_label, ds_label = f"{source} -> train.yaml", f"{source} -> ds_config.json"
+    found = inputs.check(rendered.args, train_label, paths.root())  # cheap, and files change: always
     key = validate.cache_key(rendered.train_yaml.replace(run_path, "<run>"),
-                             (rendered.ds_config or "").replace(run_path, "<run>"), recipe.arch, str(recipe.world_size))
-    if validate.already_valid(key):
-        # Inputs on disk can change between runs: those checks are cheap and always repeated.
-        from .validate import inputs
-
-        return raise_if_errors(inputs.check(rendered.args, train_label, paths.root()))
-    try:
-        problems = validate.check_rendered(rendered.args, rendered.ds_config, recipe.arch, recipe.world_size,
-                                           train_label, ds_label)
-    except ImportError as exc:
-        raise ProblemReport([Problem("", "", f"cannot validate: {exc.name or exc} is not installed here",
-                                     "run `make setup` (validation uses LLaMA-Factory's and DeepSpeed's own parsers)")]) from None
-    kept = raise_if_errors(problems)
-    validate.remember_valid(key)
+                             (rendered.ds_config or "").replace(run_path, "<run>"), recipe.arch, str(recipe.world_size),
+                             stack=place.stack)
+    if place.kind != "none" and validate.already_valid(key):
+        return raise_if_errors(found)
+    data = req.request(rendered.args, rendered.ds_config, recipe.arch, recipe.world_size, train_label, ds_label)
+    stack = where.run(place, data, paths.root(), key)
+    kept = raise_if_errors(sorted(stack + found, key=lambda p: p.severity != "error"))
+    if place.kind != "none":
+        validate.remember_valid(key)
     return kept
 
 

@@ -27,6 +27,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--force", action="store_true", help="launch even when the planner says it does not fit")
     parser.add_argument("--no-plan", action="store_true", help="skip the memory plan check")
     parser.add_argument("--quiet", action="store_true", help="do not echo the job's output (it still goes to train.log)")
+    parser.add_argument("--print-runtime", action="store_true",
+                        help="print the runtime this recipe resolves to and exit (make installs the CPU stack for `local`)")
     for name in RUNTIMES:
         try:
             module = runtime_module(name)
@@ -49,12 +51,22 @@ def _check_plan(prep: pipeline.Prepared, force: bool) -> None:
 
 
 def run(args) -> int:
+    from ..validate import where
+
+    if args.print_runtime:
+        from .. import arches, recipes
+
+        recipe = recipes.load(args.recipe, overrides(args) + ([f"arch={args.arch}"] if args.arch else []))
+        print(args.runtime or where.default_runtime(arches.get(recipe.arch, file=recipe.path)))
+        return 0
+    if args.runtime and args.runtime not in RUNTIMES:
+        raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{args.runtime}`", f"one of: {', '.join(RUNTIMES)}")])
+    # Validation runs where the job will: the venv for local, the arch's image for docker (`validate.where`).
     prep = pipeline.prepare(args.recipe, overrides(args), arch=args.arch, nodes=args.nodes, gpus=args.gpus,
-                            resume=args.resume, run_name=args.run_name)
+                            resume=args.resume, run_name=args.run_name,
+                            validate_in=where.for_runtime(args.runtime, args))
     warn(prep.messages)
-    runtime = args.runtime or ("docker" if prep.arch.is_gpu else "local")
-    if runtime not in RUNTIMES:
-        raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{runtime}`", f"one of: {', '.join(RUNTIMES)}")])
+    runtime = args.runtime or where.default_runtime(prep.arch)
     if not args.no_plan:
         _check_plan(prep, args.force)
     try:

@@ -158,14 +158,20 @@ def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
     if trial.pop("deepspeed", None) is not None:
         notes.append(Problem(file, "deepspeed", "checked by DeepSpeed's own config model (LLaMA-Factory only "
                                                 "accepts it under torchrun)", severity="note"))
-    target_gpu = arch is not None and arch.is_gpu
-    if target_gpu and not _host_has_bf16_gpu():
+    # LLaMA-Factory refuses bf16/fp16 on a host without such a GPU: the host's answer, not the target's.
+    if (arch is None or arch.is_gpu) and not _host_has_bf16_gpu():
         for key in ("bf16", "fp16", "pure_bf16"):
-            if trial.get(key):
-                trial[key] = False
-                notes.append(Problem(file, key, f"host-dependent check judged for {arch.name} "
-                                                f"({'supports' if arch.bf16 or key == 'fp16' else 'lacks'} it), not this host",
-                                     severity="note"))
+            if not trial.get(key):
+                continue
+            trial[key] = False
+            if arch is None:
+                notes.append(Problem(file, key, "depends on the GPU that runs the job, not judged on this host",
+                                     "`rocmft validate --arch NAME` judges it for that arch", severity="note"))
+            elif key != "fp16" and not arch.bf16:
+                problems.append(Problem(file, key, f"{arch.name} has no bf16 support", "use fp16: true"))
+            else:
+                notes.append(Problem(file, key, f"host-dependent check judged for {arch.name} (supports it), "
+                                                "not this host", severity="note"))
     try:
         with _quiet():
             lf_parser.get_train_args(trial)
