@@ -51,8 +51,6 @@ echo "==> CPU training stack in $VENV: torch $torch (CPU, from $where), LLaMA-Fa
 # installed CPU torch (uv keeps an installed version that satisfies the lock) and takes the rest from PyPI.
 uv_install --no-deps "${src[@]}" "torch==$torch" 2>/dev/null \
   || die "no CPU torch $torch wheel for $pytag at $where: set TORCH_INDEX_URL to a PyTorch CPU wheel index or a folder holding torch-$torch+cpu-$pytag-*.whl"
-"$VENV/bin/python" -c 'import sys, torch; sys.exit(torch.version.cuda is not None or torch.version.hip is not None)' \
-  || die "the torch from $where is not the CPU build: point TORCH_INDEX_URL at a CPU wheel index ($CPU_INDEX)"
 uv_install "torch==$torch" setuptools wheel -r requirements/train.txt -r requirements/dev.txt
 # DeepSpeed is an sdist: build isolation would fetch a CUDA torch to build it against. Its CPU ops
 # (shm comm, cpu_adam) are JIT-compiled on first use into TORCH_EXTENSIONS_DIR (.cache/), not here,
@@ -67,12 +65,15 @@ uv_install --no-build-isolation "deepspeed==$(pin deepspeed)"
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -f "$site"/torchaudio/lib/*.so
 # Fail here, not in the first training run, if the stack does not import or is not the CPU build.
-"$VENV/bin/python" - <<'PY'
+"$VENV/bin/python" - "$where" "$CPU_INDEX" <<'PY' || exit 1
 import importlib.metadata as md
+import sys
 import deepspeed, llamafactory, llamafactory.data.mm_plugin, llamafactory.hparams, torch  # noqa: F401
-assert torch.version.cuda is None and torch.version.hip is None, f"expected the CPU torch, got {torch.__version__}"
+where, cpu_index = sys.argv[1:]
 gpu = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].lower().startswith("nvidia"))
-assert not gpu, f"CUDA packages in a CPU venv: {', '.join(gpu)}"
+if torch.version.cuda or torch.version.hip or gpu:
+    sys.exit(f"error: torch {torch.__version__} from {where} is not the CPU build (nvidia packages: {', '.join(gpu) or 'none'}): "
+             f"point TORCH_INDEX_URL at a CPU wheel index ({cpu_index}) and remove .venv")
 print(f"    torch {torch.__version__}, llamafactory {llamafactory.__version__}, deepspeed {deepspeed.__version__}")
 PY
 rm -f "$VENV"/.rocmft-setup-*

@@ -30,6 +30,7 @@ class Prepared:
     gpus: tuple[str, ...] | None
     resume_from: str | None
     messages: list[Problem] = field(default_factory=list)  # warnings and notes to show the user
+    validated_in: str = ""  # where LLaMA-Factory's and DeepSpeed's checks ran ("" = not run)
 
 
 def _int_option(value, name: str) -> int:
@@ -78,6 +79,7 @@ def prepare(
     early += layout.resume_problems(recipe, resume_from, paths.root())
     run_dir = runs.choose(recipe.name, run_name)
     run_path = runs.relative(run_dir)
+    validated_in = ""
     try:  # every problem at once: the batch/resume ones together with rendering's and validation's
         rendered = render.render(recipe, run_path, resume_from)
         messages = early + list(rendered.warnings)
@@ -86,10 +88,11 @@ def prepare(
 
             place = (validate_in or where.auto)(arch_info)
             messages += validate_rendered(recipe, rendered, run_path, place)
+            validated_in = place.label if place.kind != "none" else ""
     except ProblemReport as report:
         raise ProblemReport(early + report.problems) from None
     messages = raise_if_errors(messages)
-    return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages)
+    return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages, validated_in)
 
 
 def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, place=None) -> list[Problem]:

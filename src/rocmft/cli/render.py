@@ -41,5 +41,12 @@ def run(args) -> int:
     for line in summary(prep):
         print(line)
     print(f"wrote      {runs.relative(run_dir)}/train.yaml" + (f", {runs.relative(run_dir)}/ds_config.json" if prep.rendered.ds_config else ""))
-    print(f"validated  {'no (--no-validate)' if args.no_validate else 'yes: LLaMA-Factory parser' + (' + DeepSpeed config model' if prep.rendered.ds_config else '')}")
+    checks = "LLaMA-Factory parser" + (" + DeepSpeed config model" if prep.rendered.ds_config else "")
+    if args.no_validate:
+        verdict = "no (--no-validate)"
+    elif prep.validated_in:
+        verdict = f"yes: {checks}, in {prep.validated_in}"
+    else:
+        verdict = "inputs only: the stack checks could not run here (see the warning above)"
+    print(f"validated  {verdict}")
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .. import arches, paths, pipeline, recipes
 from ..problems import EXIT_INVALID, Problem, ProblemReport
+from ..validate import where
 
 HELP = "validate recipes, LLaMA-Factory YAMLs or DeepSpeed JSONs (all problems at once; exit 2 if any)"
 
@@ -82,6 +83,8 @@ def run(args) -> int:
         for p in problems:
             print(p.line())
         label = Path(target).name if args.all else target
-        print(f"{'FAIL' if errors else 'ok  '}  {label}" + (f"  ({len(errors)} problem{'s' * (len(errors) > 1)})" if errors else ""))
+        unchecked = any(p.message.startswith(where.NOT_RUN) for p in problems)
+        verdict = "FAIL" if errors else ("inputs only" if unchecked else "ok  ")
+        print(f"{verdict}  {label}" + (f"  ({len(errors)} problem{'s' * (len(errors) > 1)})" if errors else ""))
         failed += bool(errors)
     return EXIT_INVALID if failed else 0

@@ -32,6 +32,7 @@ from ..problems import Problem, ProblemReport
 from . import request as req
 
 ENTRY = ("python", "-m", "rocmft.validate.request")
+NOT_RUN = "LLaMA-Factory's and DeepSpeed's checks did not run"
 TIMEOUT_S = 300  # importing LLaMA-Factory in a cold container takes ~10-30 s; a hang must not block a launch
 
 
@@ -217,7 +218,7 @@ def _run_apptainer(place: Place, root: Path, request_file: Path) -> list[Problem
 def run(place: Place, data: dict[str, Any], root: Path, key: str) -> list[Problem]:
     """The stack's problems for one rendered run, from wherever `place` says."""
     if place.kind == "none":
-        return [Problem("", "", f"LLaMA-Factory's and DeepSpeed's checks did not run: {place.reason}",
+        return [Problem("", "", f"{NOT_RUN}: {place.reason}",
                         "they run when the job starts", severity="warning")]
     if place.kind == "venv":
         from . import check_stack
