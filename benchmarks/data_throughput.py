@@ -1,7 +1,7 @@
 """Benchmark: `make data` against the posts' preprocessing loop on the same generated file.
 
-    .venv/bin/python bench/data_throughput.py              # 1,000,000 rows (about 0.5 GB in a temp folder)
-    .venv/bin/python bench/data_throughput.py --rows 100000 --format alpaca
+    .venv/bin/python benchmarks/data_throughput.py              # 1,000,000 rows (about 0.5 GB in a temp folder)
+    .venv/bin/python benchmarks/data_throughput.py --rows 100000 --format alpaca
 
 Generates N rows (deterministic) in one format with ~2% bad rows of every kind `rocmft data` rejects,
 then times, each in its own subprocess:

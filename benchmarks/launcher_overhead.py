@@ -5,9 +5,9 @@
    alternating, N runs each: median wall times and their ratio (target <= 1.03).
 2. Host-side render + plan alone (in-process, no torch import): median seconds (target < 0.5 s), and
    whether torch got imported.
-3. With --cold: `git clone` + `make demo` in a fresh folder with a fresh venv (target <= 5 min on 2 cores).
+(Install and cold-start times: benchmarks/install.py.)
 
-    .venv/bin/python bench/launcher_overhead.py [--runs 5] [--cold]
+    .venv/bin/python benchmarks/launcher_overhead.py [--runs 5]
 """
 
 from __future__ import annotations
@@ -95,25 +95,12 @@ print(f"render+plan (in process, warm) median {{statistics.median(times)*1000:.1
     print(f"`rocmft show llama3-8b-z3` end to end: {time.perf_counter() - start:.2f} s")
 
 
-def cold_start() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        clone = Path(tmp) / "rocmft"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "ROCMFT"))}
-        start = time.perf_counter()
-        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        subprocess.run(["make", "demo"], cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
-        print(f"cold start: git clone + make demo (fresh venv): {time.perf_counter() - start:.0f} s  (target <= 300 s)")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--cold", action="store_true", help="also time git clone + make demo with a fresh venv")
     args = parser.parse_args()
     render_plan_time()
     launcher_ratio(args.runs)
-    if args.cold:
-        cold_start()
 
 
 if __name__ == "__main__":
