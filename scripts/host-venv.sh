@@ -8,7 +8,7 @@ source scripts/venv-lib.sh
 key=$(cat scripts/host-venv.sh scripts/venv-lib.sh pyproject.toml "$LOCK" | sha256sum | cut -c1-16)
 stamp="$VENV/.rocmft-host-$key"
 [[ -f $stamp ]] && exit 0
-check_python
+check_python 3.10 3.13
 lock_venv
 [[ -f $stamp ]] && exit 0
 echo "==> light host in $VENV: rocmft CLI + jinja2, pyyaml, rich, docker (no torch)"

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv-lib.sh
+check_python 3.11 3.12
 bash scripts/host-venv.sh
 key=$(cat scripts/setup-venv.sh scripts/host-venv.sh scripts/venv-lib.sh requirements/*.txt pyproject.toml | sha256sum | cut -c1-16)
 stamp="$VENV/.rocmft-setup-$key"

@@ -8,11 +8,13 @@ pin() { sed -n "s/^$1==//Ip" "$LOCK" | head -1; }
 
 die() { echo "error: $*" >&2; exit 1; }
 
+# check_python MIN MAX: the light host runs on 3.10-3.13; the CPU training stack's pins need 3.11 or 3.12.
 check_python() {
-  command -v "$PY" >/dev/null || die "no $PY on PATH (set PYTHON=/path/to/python3.11 or 3.12)"
-  "$PY" - <<'PYCHECK' || die "$("$PY" -V 2>&1) is not supported: use Python 3.10, 3.11 or 3.12 (PYTHON=python3.12)"
+  command -v "$PY" >/dev/null || die "no $PY on PATH (set PYTHON=/path/to/python3.12)"
+  "$PY" - "$1" "$2" <<'PYCHECK' || die "$("$PY" -V 2>&1) is not supported here: use Python $1 to $2 (e.g. PYTHON=python3.12)"
 import sys
-sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)
+low, high = (tuple(int(x) for x in v.split(".")) for v in sys.argv[1:])
+sys.exit(0 if low <= sys.version_info[:2] <= high else 1)
 PYCHECK
 }
 
