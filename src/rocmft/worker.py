@@ -17,7 +17,10 @@ EXIT_DIVERGED = 3
 
 
 def _callbacks(run_dir: Path, train_args: dict) -> list:
-    callbacks = []
+    from .callbacks.progress import ProgressCallback
+
+    # First, so a step the watchdog stops the run at is still reported.
+    callbacks = [ProgressCallback(run_dir)]
     recipe_file = run_dir / "recipe.resolved.yaml"
     recipe = yaml.safe_load(recipe_file.read_text()) if recipe_file.is_file() else {}
     watchdog = recipe.get("watchdog", False)
@@ -46,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     from omegaconf import OmegaConf  # how llamafactory-cli reads the YAML, so both read it the same way
 
     train_args = OmegaConf.to_container(OmegaConf.load(run_dir / "train.yaml"))
+    # The loss plot is drawn from our events (plot_losses), without LLaMA-Factory's warnings about eval
+    # metrics a train-only run never has; `plot_loss: false` in the recipe still means no plot.
+    wants_plot = train_args.get("plot_loss", True) is not False
+    train_args["plot_loss"] = False
     from llamafactory.train.tuner import run_exp
 
     from .callbacks.watchdog import Diverged
@@ -53,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_exp(args=train_args, callbacks=_callbacks(run_dir, train_args))
     except Diverged as exc:
+        _plot(run_dir, train_args, wants_plot)
         rank = os.environ.get("RANK", "0")
         if rank == "0":
             print(f"[rocmft] watchdog stopped the run: {exc.cause} (details: {run_dir}/diverged.json)", flush=True)
@@ -64,7 +72,22 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             pass
         return EXIT_DIVERGED
+    _plot(run_dir, train_args, wants_plot)
     return 0
+
+
+def _plot(run_dir: Path, train_args: dict, wanted: bool) -> None:
+    if not wanted or os.environ.get("RANK", "0") != "0":
+        return
+    from .callbacks.progress import plot_losses
+
+    try:
+        target = plot_losses(run_dir, train_args.get("output_dir") or run_dir / "output")
+    except Exception as exc:  # noqa: BLE001 - a missing plot must not turn a finished run into a failed one
+        print(f"[rocmft] warning: no loss plot: {type(exc).__name__}: {exc}", flush=True)
+        return
+    if target is not None:
+        print(f"loss plot saved at {target}", flush=True)
 
 
 if __name__ == "__main__":

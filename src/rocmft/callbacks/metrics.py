@@ -114,6 +114,47 @@ def _versions() -> dict[str, str]:
     return found
 
 
+
+def cuda_in_use() -> bool:
+    """True when this process trains on a GPU (HIP on ROCm); checked once training has begun."""
+    try:
+        import torch
+
+        return torch.cuda.is_available() and torch.cuda.is_initialized()
+    except (ImportError, RuntimeError):
+        return False
+
+
+def local_peaks(cuda: bool) -> tuple[float, float, float]:
+    """(allocated, reserved, rss) peaks of this process in bytes; GPU ones are 0 on CPU."""
+    import resource
+
+    rss = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+    if not cuda:
+        return 0.0, 0.0, rss
+    import torch
+
+    return float(torch.cuda.max_memory_allocated()), float(torch.cuda.max_memory_reserved()), rss
+
+
+def max_over_ranks(values: list[float]) -> tuple[list[float], str]:
+    """Each value's maximum over all ranks (every rank must call this: it is a collective), and what it covers."""
+    try:
+        import torch
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return values, "this process"
+        device = "cpu"
+        if dist.get_backend() == "nccl" and torch.cuda.is_available():
+            device = f"cuda:{torch.cuda.current_device()}"
+        tensor = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return [float(v) for v in tensor.cpu().tolist()], f"max over {dist.get_world_size()} ranks"
+    except Exception as exc:  # noqa: BLE001 - a failed collective must not fail the run; the record says what it holds
+        return values, f"rank 0 only ({type(exc).__name__}: {exc})"
+
+
 class MetricsCallback(TrainerCallback):
     def __init__(self, run_dir: Path | str, warmup_steps: int | None = None):
         self.run_dir = Path(run_dir)
@@ -137,42 +178,16 @@ class MetricsCallback(TrainerCallback):
             torch.cuda.synchronize()
 
     def _local_memory(self) -> tuple[float, float, float]:
-        """(allocated, reserved, rss) peaks of this process in bytes; GPU ones are 0 on CPU."""
-        import resource
-
-        rss = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
-        if not self._cuda:
-            return 0.0, 0.0, rss
-        import torch
-
-        return float(torch.cuda.max_memory_allocated()), float(torch.cuda.max_memory_reserved()), rss
+        return local_peaks(self._cuda)
 
     def _max_over_ranks(self, values: list[float]) -> tuple[list[float], str]:
-        try:
-            import torch
-            import torch.distributed as dist
-
-            if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-                return values, "this process"
-            device = "cpu"
-            if dist.get_backend() == "nccl" and torch.cuda.is_available():
-                device = f"cuda:{torch.cuda.current_device()}"
-            tensor = torch.tensor(values, dtype=torch.float64, device=device)
-            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-            return [float(v) for v in tensor.cpu().tolist()], f"max over {dist.get_world_size()} ranks"
-        except Exception as exc:  # noqa: BLE001 - a failed collective must not fail the run; the row says what it holds
-            return values, f"rank 0 only ({type(exc).__name__}: {exc})"
+        return max_over_ranks(values)
 
     # ------------------------------------------------------------ Trainer events
     def on_train_begin(self, args, state, control, **kwargs):
         args.include_num_input_tokens_seen = self.tokens_mode  # read by the Trainer at every micro-batch
         self._tokens_at_begin = int(state.num_input_tokens_seen or 0)
-        try:
-            import torch
-
-            self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-        except (ImportError, RuntimeError):
-            self._cuda = False
+        self._cuda = cuda_in_use()
         self._sync()
         self._train_begin = time.perf_counter()
 

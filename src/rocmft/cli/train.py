@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 from .. import pipeline
 from ..problems import Problem, ProblemReport
@@ -10,6 +11,10 @@ from .common import add_recipe_arguments, overrides, warn
 
 HELP = "render + validate + plan + launch a recipe (RUNTIME=local|docker|slurm|k8s)"
 RUNTIMES = ("local", "docker", "slurm", "k8s")
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "yes", "true")
 
 
 def runtime_module(name: str):
@@ -26,7 +31,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--run-name", default=None, help="name the run dir (refused if it exists)")
     parser.add_argument("--force", action="store_true", help="launch even when the planner says it does not fit")
     parser.add_argument("--no-plan", action="store_true", help="skip the memory plan check")
-    parser.add_argument("--quiet", action="store_true", help="do not echo the job's output (it still goes to train.log)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines while it runs (train.log and the summary still)")
+    parser.add_argument("--verbose", action="store_true", default=_env_flag("VERBOSE"),
+                        help="stream the job's whole output too (default: progress only; it always goes to train.log)")
     parser.add_argument("--print-runtime", action="store_true",
                         help="print the runtime this recipe resolves to and exit (make installs the CPU stack for `local`)")
     for name in RUNTIMES:
@@ -73,4 +80,11 @@ def run(args) -> int:
         module = runtime_module(runtime)
     except ImportError as exc:
         raise ProblemReport([Problem("", "RUNTIME", f"runtime `{runtime}` is not available: {exc}")]) from None
+    return launch(module, prep, args)
+
+
+def launch(module, prep: pipeline.Prepared, args) -> int:
+    """A runtime's own checks (errors raise; its warnings are printed here, not by the runtime), then its launch."""
+    if hasattr(module, "check"):
+        warn(module.check(prep, args))
     return module.launch(prep, args)

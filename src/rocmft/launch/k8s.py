@@ -208,14 +208,8 @@ def render_manifest(job: Mapping[str, Any], recipe: Recipe, arch: Arch, *, manif
     )
 
 
-def launch(prep, args) -> int:
-    """`rocmft train --runtime k8s`: check, render <run>/pytorchjob.yaml, print the kubectl command."""
-    import dataclasses
-
-    from .. import pipeline
-    from ..cli.common import warn
-
-    root = paths.root()
+def check(prep, args) -> list[Problem]:
+    """The checks before the run dir exists: errors raise together, warnings are returned for the CLI to print."""
     time_limit = str(getattr(args, "time_limit", None) or slurm.DEFAULT_TIME).strip()
     problems: list[Problem] = []
     if not slurm._TIME.match(time_limit):  # one time format for both runtimes
@@ -224,7 +218,20 @@ def launch(prep, args) -> int:
         problems.append(Problem("", "GPUS", "GPUS= picks cards on this machine; in a pod the device plugin decides",
                                 "use SET=gpus_per_node=N"))
     # (global batch and resume across world sizes: checked for every runtime by pipeline.prepare)
-    warn(raise_if_errors(problems))
+    return raise_if_errors(problems)
+
+
+def launch(prep, args) -> int:
+    """`rocmft train --runtime k8s`: check, render <run>/pytorchjob.yaml, print the kubectl command.
+
+    The CLI runs `check` first and prints its warnings; it runs again here so no caller skips it."""
+    import dataclasses
+
+    from .. import pipeline
+
+    root = paths.root()
+    time_limit = str(getattr(args, "time_limit", None) or slurm.DEFAULT_TIME).strip()
+    check(prep, args)
 
     prep = dataclasses.replace(prep, gpus=None)
     plan = pipeline.build_plan(prep, python="python", node_rank="$(RANK)", master_addr="$(MASTER_ADDR)",

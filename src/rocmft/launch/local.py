@@ -1,6 +1,7 @@
 """RUNTIME=local: the plan as a process group on this machine (how CI trains for real on CPU).
 
-Output is streamed to the terminal and to <run dir>/train.log; Ctrl-C or SIGTERM stops the whole process
+The job's output goes to <run dir>/train.log in full; the terminal shows its progress events and the
+project's lines (progress.Watch), or everything with `verbose`. Ctrl-C or SIGTERM stops the whole process
 group (torchrun and every rank: no orphans) and the run is marked interrupted.
 """
 
@@ -16,12 +17,12 @@ from pathlib import Path
 
 from .. import paths, runs
 from .plan import LaunchPlan, job_env
-from .progress import Echo
+from .progress import Watch
 
 GRACE_S = 10
 
 
-def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False) -> int:
+def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False, verbose: bool = False) -> int:
     env = job_env(plan, os.environ)
     log_path = run_dir / "train.log"
     runs.mark(run_dir, "running", runtime="local", launcher_pid=os.getpid(), host=socket.gethostname())
@@ -35,14 +36,12 @@ def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False) -> int:
         _terminate(proc)
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    echo = Echo(sys.stdout, quiet)
     try:
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab") as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:
             for chunk in iter(lambda: proc.stdout.read1(65536), b""):
                 log.write(chunk)
                 log.flush()
-                echo.feed(chunk)
-            echo.flush()
+                watch.feed(chunk)
         code = proc.wait()
     finally:
         for s, handler in previous.items():
@@ -81,5 +80,5 @@ def launch(prep, args) -> int:
     run_dir = pipeline.commit(prep, plan, runtime="local")
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)
     print(f"[rocmft] command: {' '.join(plan.argv)}", flush=True)
-    code = run(plan, run_dir, quiet=getattr(args, "quiet", False))
+    code = run(plan, run_dir, quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False))
     return finish(run_dir, code, prep.recipe.arch)

@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 
 from .. import advice, arches, runs
-from .progress import failed_ranks
+from . import summary
+from .joblog import failed_ranks
 
 EXIT_DIVERGED = 3
 
@@ -44,21 +45,15 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
         for i, line in enumerate(advice.rank(report, arches.table().get(arch_name), run_dir.name, checkpoint), 1):
             print(f"[rocmft]   {i}. {line}", flush=True)
         return EXIT_DIVERGED
+    facts = summary.facts(run_dir)
     if code == 0:
-        runs.mark(run_dir, "succeeded", exit_code=0, final_loss=final)
-        output = run_dir / "output"
-        print(f"[rocmft] done: {runs.relative(run_dir)}", flush=True)
-        if (output / "adapter_model.safetensors").is_file():
-            print(f"[rocmft] adapter:   {runs.relative(output)}/adapter_model.safetensors", flush=True)
-        if (output / "training_loss.png").is_file():
-            print(f"[rocmft] loss plot: {runs.relative(output)}/training_loss.png", flush=True)
-        if loss:
-            print(f"[rocmft] loss {loss[0][1]:.4f} (step {loss[0][0]}) -> {final:.4f} (step {loss[-1][0]})", flush=True)
+        status = runs.mark(run_dir, "succeeded", exit_code=0, **{**facts, "final_loss": final})
+        for line in summary.done_lines(run_dir, status):
+            print(line, flush=True)
         return 0
     log = (run_dir / "train.log").read_text(errors="replace") if (run_dir / "train.log").is_file() else ""
     ranks = failed_ranks(log)
-    runs.mark(run_dir, "failed", exit_code=code, final_loss=final, failed_ranks=ranks)
-    print(f"[rocmft] FAILED (exit code {code}): {runs.relative(run_dir)}/train.log", flush=True)
-    for line in ranks:
-        print(f"[rocmft]   {line}", flush=True)
+    runs.mark(run_dir, "failed", exit_code=code, failed_ranks=ranks, **{**facts, "final_loss": final})
+    for line in summary.failed_lines(run_dir, code, log, ranks):
+        print(line, flush=True)
     return code

@@ -1,130 +1,89 @@
-"""Turns the job's output into progress: steps from the progress bar, loss from the Trainer's log dicts.
+"""What a person sees while a job runs, the same for every runtime (local, Docker, Slurm --wait).
 
-Shared by every runtime that streams logs (local, Docker). Pure: feed text, get events back.
+Progress comes from the events the job writes (`<run dir>/progress.jsonl`, followed by a thread a few times a
+second), never from its text. The text (which the runtime writes to train.log in full) is fed here only to
+pick what a person should see of it: the project's own `[rocmft]` lines; with `verbose`, all of it.
+
+    with Watch(run_dir, verbose=...) as watch:
+        for chunk in job_output:
+            log.write(chunk)
+            watch.feed(chunk)
 """
 
 from __future__ import annotations
 
-import ast
-import re
-from dataclasses import dataclass
+import sys
+import threading
+from pathlib import Path
+from typing import TextIO
 
-_STEP = re.compile(r"(\d+)/(\d+) \[")
-_DICT = re.compile(r"\{'loss': [^}]*\}")
+from . import joblog
+from .events import EventFile
+from .terminal import Display
 
-
-@dataclass
-class Progress:
-    step: int | None = None
-    total: int | None = None
-    loss: float | None = None
-    grad_norm: float | None = None
-
-    def line(self) -> str:
-        parts = []
-        if self.step is not None:
-            parts.append(f"step {self.step}/{self.total}")
-        if self.loss is not None:
-            parts.append(f"loss {self.loss:.4f}")
-        if self.grad_norm is not None:
-            parts.append(f"grad_norm {self.grad_norm:.3g}")
-        return ", ".join(parts)
+POLL_S = 0.25
 
 
-def _number(value) -> float | None:
-    # transformers 5 prints the log values as strings ('6.671')
-    try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
+class Watch:
+    def __init__(self, run_dir: Path, out: TextIO | None = None, *, verbose: bool = False, quiet: bool = False,
+                 live: bool | None = None, log_name: str = "train.log"):
+        self.run_dir = Path(run_dir)
+        self.out = out if out is not None else sys.stdout
+        self.verbose, self.quiet = verbose and not quiet, quiet
+        self.live = live
+        self.log_name = log_name
+        self.events = EventFile(self.run_dir)
+        self.lines = joblog.Lines()
+        self.display: Display | None = None
+        self.warnings = 0
+        self.steps_seen = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
+    def __enter__(self) -> "Watch":
+        self.start()
+        return self
 
-class ProgressParser:
-    def __init__(self) -> None:
-        self.state = Progress()
+    def __exit__(self, *exc) -> None:
+        self.close()
 
-    def feed(self, text: str) -> Progress | None:
-        """Returns the progress when a new loss was logged (the moment worth a status line)."""
-        for match in _STEP.finditer(text):
-            self.state.step, self.state.total = int(match.group(1)), int(match.group(2))
-        found = None
-        for match in _DICT.finditer(text):
-            try:
-                logs = ast.literal_eval(match.group(0))
-            except (ValueError, SyntaxError):
-                continue  # nan/inf printed bare are not Python literals; the watchdog reports those
-            self.state.loss = _number(logs.get("loss"))
-            self.state.grad_norm = _number(logs.get("grad_norm"))
-            found = self.state
-        return found
-
-
-def failed_ranks(log_text: str) -> list[str]:
-    """torchrun's failure summary -> 'rank 1 (local_rank 1) on host: exit code -9 (killed by SIGKILL), root cause'.
-
-    The root cause (the first rank to fail) comes first; the others were usually stopped because of it.
-    """
-    import signal
-
-    summary = log_text[log_text.rfind("Failures:"):] if "Failures:" in log_text else log_text
-    root_at = summary.find("Root Cause")
-    out = []
-    for block in re.finditer(r"\[\d+\]:\n((?:\s+\w[\w ]*:.*\n?)+)", summary):
-        fields = dict(re.findall(r"^\s+(\w[\w ]*?)\s*:\s*(.*)$", block.group(1), re.M))
-        rank = re.match(r"(\d+) \(local_rank: (\d+)\)", fields.get("rank", ""))
-        code = re.match(r"(-?\d+)", fields.get("exitcode", ""))
-        if not rank or not code:
-            continue
-        code_i = int(code.group(1))
-        what = f"exit code {code_i}"
-        if code_i < 0:
-            try:
-                what += f" (killed by {signal.Signals(-code_i).name})"
-            except ValueError:
-                pass
-        is_root = root_at != -1 and block.start() > root_at
-        line = f"rank {rank.group(1)} (local_rank {rank.group(2)}) on {fields.get('host', '?')}: {what}"
-        if is_root:
-            out.insert(0, line + ", root cause")
-        elif not any(o.startswith(line) for o in out):
-            out.append(line)
-    return out
-
-
-class Echo:
-    """Echoes a job's output to the terminal with a `[rocmft] step ..., loss ...` line after each logged loss.
-
-    Whole lines only (up to the last newline or carriage return of what has arrived), so a status line never
-    lands inside a line or a multi-byte character. Every runtime that streams output uses this one.
-    """
-
-    MAX_PENDING = 1 << 20  # a progress bar without a newline for this long is echoed anyway
-
-    def __init__(self, out, quiet: bool = False):
-        self.out = out
-        self.quiet = quiet
-        self.parser = ProgressParser()
-        self.pending = b""
+    def start(self) -> None:
+        if not self.quiet:
+            self.display = Display(self.out, live=self.live, verbose=self.verbose)
+        self._thread = threading.Thread(target=self._follow, name="rocmft-progress", daemon=True)
+        self._thread.start()
 
     def feed(self, chunk: bytes) -> None:
-        self.pending += chunk
-        cut = max(self.pending.rfind(b"\n"), self.pending.rfind(b"\r")) + 1
-        if cut == 0 and len(self.pending) < self.MAX_PENDING:
-            return
-        cut = cut or len(self.pending)
-        done, self.pending = self.pending[:cut], self.pending[cut:]
-        self._emit(done)
+        self._show(self.lines.feed(chunk), self.lines.raw)
 
-    def flush(self) -> None:
-        if self.pending:
-            done, self.pending = self.pending, b""
-            self._emit(done)
+    def close(self) -> None:
+        self._show(self.lines.flush(), self.lines.raw)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._poll()  # the last events, written just before the job ended
+        if self.display is not None:
+            self.display.close()
+            if self.warnings and not self.verbose:
+                self.display.line(f"[rocmft] the job printed {self.warnings} warning line(s): see "
+                                  f"{self.run_dir / self.log_name} (VERBOSE=1 streams the job's output)")
 
-    def _emit(self, data: bytes) -> None:
-        progress = self.parser.feed(data.decode("utf-8", "replace"))
-        if self.quiet:
-            return
-        self.out.buffer.write(data)
-        self.out.flush()
-        if progress:
-            print(f"[rocmft] {progress.line()}", file=self.out, flush=True)
+    # ------------------------------------------------------------
+    def _show(self, lines: list[str], raw: bytes) -> None:
+        if self.verbose and self.display is not None and raw:
+            self.display.raw(raw)
+        for line in lines:
+            text = joblog.strip_bars(line)
+            self.warnings += joblog.is_warning(text)
+            if self.display is not None and not self.verbose and joblog.is_project_line(text):
+                self.display.line(text)
+
+    def _poll(self) -> None:
+        for event in self.events.poll():
+            self.steps_seen += event.get("event") == "step"
+            if self.display is not None:
+                self.display.event(event)
+
+    def _follow(self) -> None:
+        while not self._stop.wait(POLL_S):
+            self._poll()

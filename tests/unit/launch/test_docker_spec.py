@@ -323,13 +323,17 @@ def cpu_spec():
 
 
 def test_run_streams_logs_and_returns_the_exit_code(run_dir, capsys):
-    lines = [b"step 1\n", b"{'loss': 2.5, 'grad_norm': 1.0}\n", b"done\n"]
+    from rocmft.launch import events
+
+    lines = [b"step 1\n", b"{'loss': 2.5, 'grad_norm': 1.0}\n", b"[rocmft] from the job\n", b"done\n"]
+    # what the job in the container leaves in the mounted run dir (the same path on the host)
+    events.path(run_dir).write_text(events.encode({"event": "step", "step": 1, "max_steps": 4, "loss": 2.5}))
     container = FakeContainer(lines, code=0)
     client = FakeClient(container)
     assert rt.run_container(client, cpu_spec(), run_dir, caller_env={"HF_TOKEN": SECRET}) == 0
     assert (run_dir / "train.log").read_bytes() == b"".join(lines)
     out = capsys.readouterr().out
-    assert "[rocmft] loss 2.5000" in out and "last lines" not in out
+    assert out.splitlines() == ["[rocmft] from the job", "[rocmft] step 1/4  loss 2.5000"]
     assert container.calls == ["start", "remove(force=True)"]
     assert client.created["environment"]["HF_TOKEN"] == SECRET and client.created["init"] is True
     status = runs.read_status(run_dir)
@@ -338,12 +342,16 @@ def test_run_streams_logs_and_returns_the_exit_code(run_dir, capsys):
 
 
 def test_container_that_dies_at_start_shows_its_last_lines(run_dir, capsys):
+    from rocmft.launch.outcome import finish
+
     lines = [f"line {i}\n".encode() for i in range(30)] + [b"ModuleNotFoundError: No module named 'llamafactory'\n"]
     container = FakeContainer(lines, code=1)
     assert rt.run_container(FakeClient(container), cpu_spec(), run_dir, quiet=True) == 1
+    assert finish(run_dir, 1, "cpu") == 1  # what `launch` does next, as every runtime
     out = capsys.readouterr().out
     assert "exited with code 1" in out and "No module named 'llamafactory'" in out
-    assert "line 11" in out and "line 10\n" not in out  # the last 20 lines
+    assert "line 29" in out and "line 10\n" not in out  # the last lines, not the whole log
+    assert out.splitlines()[-1] == f"[rocmft] full output: {run_dir}/train.log"
     assert container.removed
 
 

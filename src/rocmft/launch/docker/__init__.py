@@ -84,7 +84,8 @@ def launch(prep, args) -> int:
     gpus = ", ".join(d for d in spec.devices if d != KFD) or "none"
     print(f"[rocmft] container: {spec.name} as {spec.user}, devices: {gpus}", flush=True)
     print(f"[rocmft] command: {' '.join(spec.command)}", flush=True)
-    code = run_container(client, spec, run_dir, quiet=getattr(args, "quiet", False))
+    code = run_container(client, spec, run_dir, quiet=getattr(args, "quiet", False),
+                         verbose=getattr(args, "verbose", False))
     return finish(run_dir, code, prep.recipe.arch)
 
 

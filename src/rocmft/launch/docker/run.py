@@ -46,20 +46,13 @@ def sdk_kwargs(spec: ContainerSpec, caller_env: Mapping[str, str]) -> dict[str, 
     )
 
 
-def _tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return []
-
-
 def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Mapping[str, str] | None = None,
-                  quiet: bool = False) -> int:
+                  quiet: bool = False, verbose: bool = False) -> int:
     """Create, start, stream, wait, remove. Returns the container's exit code (128+N when interrupted)."""
     from docker.errors import APIError, DockerException, NotFound
     from requests.exceptions import RequestException
 
-    from ..progress import Echo
+    from ..progress import Watch
 
     caller_env = os.environ if caller_env is None else caller_env
     log_path = run_dir / "train.log"
@@ -107,14 +100,13 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
                 code = 125  # `docker run`'s code for "the daemon could not run it"
             else:
                 started = time.monotonic()
-                echo = Echo(sys.stdout, quiet)
                 try:
-                    with open(log_path, "ab") as log:
+                    # the run dir is mounted at the same path: the job's progress.jsonl is followed right here
+                    with open(log_path, "ab") as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:
                         for chunk in container.logs(stream=True, follow=True):
                             log.write(chunk)
                             log.flush()
-                            echo.feed(chunk)
-                        echo.flush()
+                            watch.feed(chunk)
                     code = int(container.wait().get("StatusCode", 1))
                 except (DockerException, RequestException) as exc:
                     say(f"lost the container's log stream or status: {exc}")
@@ -136,11 +128,9 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
         sig = interrupted[0]
         runs.mark(run_dir, "interrupted", exit_code=128 + sig, signal=signal.Signals(sig).name)
         return 128 + sig
-    if code != 0 and started is not None and (quiet or time.monotonic() - started < EARLY_S):
-        elapsed = time.monotonic() - started
-        say(f"the container exited with code {code} {elapsed:.1f} s after it started; the last lines of its log:")
-        for line in _tail(log_path):
-            say(f"  | {line}")
+    if code != 0 and started is not None and time.monotonic() - started < EARLY_S:
+        # the lines that explain it follow from outcome.finish, as for every runtime
+        say(f"the container exited with code {code} {time.monotonic() - started:.1f} s after it started")
     return code
 
 

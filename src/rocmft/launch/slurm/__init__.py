@@ -72,22 +72,31 @@ from .submission import slurm_verdict, submit
 __all__ = [
     "BATCH_KEYS", "CONTAINERS", "DEFAULT_TIME", "LF_BATCH_DEFAULTS", "LOCAL_FS", "PLACEHOLDERS", "SCRIPT", "SHARED_FS",
     "TEMPLATE", "SlurmOptions", "add_arguments", "add_shared_arguments", "batch_problems", "bind_paths",
-    "bookkeeping_command", "checkpoint_world_size", "container_prefix", "default_container", "default_image",
+    "bookkeeping_command", "check", "checkpoint_world_size", "container_prefix", "default_container", "default_image",
     "default_sif", "directives", "launch", "layout_text", "main", "mount_fstype", "node_command", "options_from_args",
     "preflight", "render_script", "resume_problems", "root_cause", "shared_fs_problems", "shell_argv", "slurm_verdict",
     "srun_flags", "submit", "submit_problems", "user_batch_overrides",
 ]
 
 
+def check(prep, args) -> list:
+    """Every check before the run dir exists: errors raise together, warnings are returned for the CLI to print."""
+    root = paths.root()
+    return preflight(prep, args, options_from_args(args, prep.arch, root), submit=getattr(args, "submit", True),
+                     root=root)
+
+
 def launch(prep, args) -> int:
-    """`rocmft train --runtime slurm`: check, render <run>/sbatch.sh, submit it (unless --no-submit)."""
+    """`rocmft train --runtime slurm`: check, render <run>/sbatch.sh, submit it (unless --no-submit).
+
+    The CLI runs `check` first and prints its warnings; it runs again here (cheap) so that no caller can
+    submit an unchecked job."""
     from ... import pipeline
-    from ...cli.common import warn
 
     root = paths.root()
     opts = options_from_args(args, prep.arch, root)
     want_submit = getattr(args, "submit", True)
-    warn(preflight(prep, args, opts, submit=want_submit, root=root))
+    preflight(prep, args, opts, submit=want_submit, root=root)
     python = sys.executable if opts.container == "none" else "python"
     prep = dataclasses.replace(prep, gpus=None)  # Slurm's allocation selects the GPUs, not this shell
     plan = pipeline.build_plan(prep, python=python, node_rank="$SLURM_NODEID", master_addr="$MASTER_ADDR",
@@ -108,4 +117,5 @@ def launch(prep, args) -> int:
     if not want_submit:
         print(f"[rocmft] not submitted (SUBMIT=0); submit it from {root} with: sbatch {rel}/{SCRIPT}", flush=True)
         return 0
-    return submit(script_path, run_dir, prep.recipe.arch, root, wait=getattr(args, "wait", False))
+    return submit(script_path, run_dir, prep.recipe.arch, root, wait=getattr(args, "wait", False),
+                  verbose=getattr(args, "verbose", False))

@@ -30,28 +30,29 @@ def slurm_verdict(script: str, root: Path) -> None:
                                      "check PARTITION= / ACCOUNT= / TIME= against `sinfo` and `sacctmgr show assoc user=$USER`")])
 
 
-def _follow(path: Path, stop: threading.Event, out) -> None:
-    """Print what the job appends to train.log until `stop` is set and the file is drained."""
-    from ..progress import Echo
+def _follow(run_dir: Path, stop: threading.Event, out, *, verbose: bool = False) -> None:
+    """Show the job's progress events and its `[rocmft]` lines (all of train.log with `verbose`) until `stop`
+    is set and the log is drained. Both files are in the run dir the nodes share."""
+    from ..progress import Watch
 
-    echo = Echo(out)
+    path = run_dir / "train.log"
     handle = None
-    while True:
-        if handle is None and path.is_file():
-            handle = open(path, "rb")  # noqa: SIM115 - closed below
-        chunk = handle.read(65536) if handle else b""
-        if chunk:
-            echo.feed(chunk)
-            continue
-        if stop.is_set():
-            echo.flush()
-            break
-        time.sleep(0.3)
+    with Watch(run_dir, out, verbose=verbose) as watch:
+        while True:
+            if handle is None and path.is_file():
+                handle = open(path, "rb")  # noqa: SIM115 - closed below
+            chunk = handle.read(65536) if handle else b""
+            if chunk:
+                watch.feed(chunk)
+                continue
+            if stop.is_set():
+                break
+            time.sleep(0.3)
     if handle:
         handle.close()
 
 
-def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait: bool) -> int:
+def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait: bool, verbose: bool = False) -> int:
     cmd = ["sbatch", "--parsable"] + (["--wait"] if wait else []) + [str(script_path)]
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stdout.readline().strip()
@@ -74,7 +75,8 @@ def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait
         return 0
 
     stop = threading.Event()
-    follower = threading.Thread(target=_follow, args=(run_dir / "train.log", stop, sys.stdout), daemon=True)
+    follower = threading.Thread(target=_follow, args=(run_dir, stop, sys.stdout), kwargs={"verbose": verbose},
+                                daemon=True)
     follower.start()
     interrupted: list[int] = []
 

@@ -1,0 +1,170 @@
+"""The progress events a run leaves in `<run dir>/progress.jsonl`, read back: followed live, summarized at the end.
+
+Written by rank 0 of the job (rocmft.callbacks.progress), one JSON object per line:
+  {"event": "begin", "time", "max_steps", "start_step", "world_size"}
+  {"event": "step", "time", "step", "max_steps", "epoch", "loss", "grad_norm", "learning_rate",
+   "tokens_seen", "tokens_per_s_per_gpu", "elapsed_s", "eta_s"}          one per logged training step
+  {"event": "end", "time", "step", "max_steps", "elapsed_s", "peak_memory_gib", "memory_kind", "memory_scope"}
+Non-finite numbers are written as the strings "nan", "inf", "-inf" (strict JSON readers stay happy).
+
+Every runtime reads the same file: the run dir is on this machine (local), mounted at the same path in the
+container (Docker), or on the filesystem the Slurm nodes share. Pure: no torch, no transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EVENTS_FILE = "progress.jsonl"
+NUMBERS = ("loss", "grad_norm", "learning_rate", "epoch", "tokens_per_s_per_gpu", "elapsed_s", "eta_s",
+           "peak_memory_gib", "time")
+
+
+def path(run_dir: Path | str) -> Path:
+    return Path(run_dir) / EVENTS_FILE
+
+
+def encode(event: dict[str, Any]) -> str:
+    """One line of the file: non-finite floats as strings, so the line is strict JSON."""
+    clean = {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in event.items()}
+    return json.dumps(clean, separators=(",", ":")) + "\n"
+
+
+def decode(line: str) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or "event" not in event:
+        return None
+    for key in NUMBERS:
+        value = event.get(key)
+        if isinstance(value, str):
+            try:
+                event[key] = float(value)
+            except ValueError:
+                event[key] = None
+    return event
+
+
+class EventFile:
+    """Follows the file: each `poll()` returns the events of the lines completed since the last one.
+
+    Re-opened on every poll (cheap at a few polls a second): on NFS, close-to-open consistency is what makes a
+    Slurm node's appends visible here; a half-written last line waits for its newline.
+    """
+
+    def __init__(self, run_dir: Path | str):
+        self.path = path(run_dir)
+        self.offset = 0
+        self.pending = b""
+
+    def poll(self) -> list[dict[str, Any]]:
+        try:
+            if os.path.getsize(self.path) <= self.offset:
+                return []
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.pending + data
+        cut = data.rfind(b"\n") + 1
+        self.pending = data[cut:]
+        found = []
+        for line in data[:cut].decode("utf-8", "replace").splitlines():
+            event = decode(line)
+            if event is not None:
+                found.append(event)
+        return found
+
+
+def read(run_dir: Path | str) -> list[dict[str, Any]]:
+    return EventFile(run_dir).poll()
+
+
+def steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("event") == "step"]
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What the events say about a whole run (the summary and `make runs`)."""
+
+    steps_logged: int
+    last_step: int | None
+    max_steps: int | None
+    first_loss: tuple[int, float] | None
+    last_loss: tuple[int, float] | None
+    tokens_per_s_per_gpu: float | None
+    peak_memory_gib: float | None
+    memory_kind: str | None  # "gpu" (allocated on the device) or "rss" (CPU processes)
+    memory_scope: str | None
+    train_s: float | None
+
+
+def mean_rate(step_events: list[dict[str, Any]], world_size: int) -> float | None:
+    """Tokens/s per GPU from the first logged step to the last (the first step's warm-up left out); with a
+    single logged step, that step's own rate."""
+    timed = [e for e in step_events if isinstance(e.get("tokens_seen"), (int, float)) and e.get("elapsed_s") is not None]
+    if len(timed) >= 2:
+        tokens = timed[-1]["tokens_seen"] - timed[0]["tokens_seen"]
+        seconds = timed[-1]["elapsed_s"] - timed[0]["elapsed_s"]
+        if tokens > 0 and seconds > 0:
+            return tokens / seconds / max(1, world_size)
+    if timed and timed[-1].get("tokens_per_s_per_gpu"):
+        return float(timed[-1]["tokens_per_s_per_gpu"])
+    return None
+
+
+def totals(events: list[dict[str, Any]]) -> Totals:
+    step_events = steps(events)
+    begin = next((e for e in events if e.get("event") == "begin"), {})
+    end = next((e for e in reversed(events) if e.get("event") == "end"), {})
+    losses = [(int(e["step"]), float(e["loss"])) for e in step_events if e.get("loss") is not None]
+    last = step_events[-1] if step_events else {}
+    world = int(begin.get("world_size") or 1)
+    elapsed = end.get("elapsed_s") if end else last.get("elapsed_s")
+    return Totals(
+        steps_logged=len(step_events),
+        last_step=end.get("step", last.get("step")),
+        max_steps=end.get("max_steps", last.get("max_steps", begin.get("max_steps"))),
+        first_loss=losses[0] if losses else None,
+        last_loss=losses[-1] if losses else None,
+        tokens_per_s_per_gpu=mean_rate(step_events, world),
+        peak_memory_gib=end.get("peak_memory_gib"),
+        memory_kind=end.get("memory_kind"),
+        memory_scope=end.get("memory_scope"),
+        train_s=float(elapsed) if elapsed is not None else None,
+    )
+
+
+def clock(seconds: float | None) -> str:
+    """0:03:07 style (what a person reads for an ETA or a duration)."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def step_line(event: dict[str, Any]) -> str:
+    """One logged step as a person reads it: `step 3/12  loss 6.7091  1,234 tok/s/GPU  ETA 0:00:02`."""
+    parts = [f"step {event.get('step', '?')}/{event.get('max_steps', '?')}"]
+    loss = event.get("loss")
+    if loss is not None:
+        parts.append(f"loss {loss:.4f}")
+    if event.get("grad_norm") is not None:
+        parts.append(f"grad_norm {event['grad_norm']:.3g}")
+    if event.get("learning_rate") is not None:
+        parts.append(f"lr {event['learning_rate']:.3g}")
+    if event.get("tokens_per_s_per_gpu"):
+        parts.append(f"{event['tokens_per_s_per_gpu']:,.0f} tok/s/GPU")
+    if event.get("eta_s") is not None:
+        parts.append(f"ETA {clock(event['eta_s'])}")
+    return "  ".join(parts)

@@ -1,0 +1,105 @@
+"""The terminal while a job runs: lines printed once, and on a TTY one live progress line redrawn in place.
+
+On a TTY (a person watching): the project's lines scroll above a single rich line with step/total, a bar,
+loss, tokens/s per GPU, ETA and the time elapsed, redrawn on every event and twice a second (so the clock
+moves while a long step runs). Not a TTY (CI, `| tee`, a file): one plain line per logged step, never a
+carriage return. With VERBOSE the job's raw output streams too, so there is no live line to tear apart:
+steps are plain lines between whole lines of output.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, TextIO
+
+from . import events
+
+PREFIX = "[rocmft] "
+
+
+class Display:
+    def __init__(self, out: TextIO, *, live: bool | None = None, verbose: bool = False):
+        self.out = out
+        wants_live = _isatty(out) if live is None else live
+        self.live = bool(wants_live) and not verbose
+        self.last: dict[str, Any] | None = None
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._live = None
+        if self.live:
+            from rich.console import Console
+            from rich.live import Live
+
+            console = Console(file=out, force_terminal=True, highlight=False, soft_wrap=False)
+            self._live = Live(console=console, get_renderable=self._renderable, auto_refresh=True,
+                              refresh_per_second=2, transient=False, redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+
+    # ------------------------------------------------------------ what runtimes call
+    def line(self, text: str) -> None:
+        """A line printed once (above the live line on a TTY)."""
+        if self._live is not None:
+            from rich.text import Text
+
+            self._live.console.print(Text(text), soft_wrap=True)  # Text: "[rocmft]" is not rich markup
+            return
+        with self._lock:
+            print(text, file=self.out, flush=True)
+
+    def raw(self, data: bytes) -> None:
+        """The job's output as it came (VERBOSE): whole lines only, so a step line never lands inside one."""
+        with self._lock:
+            buffer = getattr(self.out, "buffer", None)
+            if buffer is not None:
+                self.out.flush()
+                buffer.write(data)
+                buffer.flush()
+            else:
+                self.out.write(data.decode("utf-8", "replace"))
+                self.out.flush()
+
+    def event(self, event: dict[str, Any]) -> None:
+        if event.get("event") != "step":
+            return
+        self.last = event
+        if self._live is not None:
+            self._live.refresh()
+        else:
+            self.line(PREFIX + events.step_line(event))
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.refresh()
+            self._live.stop()  # the final state stays on screen, the summary follows below it
+            self._live = None
+
+    # ------------------------------------------------------------ the live line
+    def _renderable(self):
+        from rich.text import Text
+
+        return Text(self.live_text(time.monotonic() - self.started), no_wrap=True, overflow="ellipsis")
+
+    def live_text(self, waited_s: float, width: int = 20) -> str:
+        e = self.last
+        if e is None:
+            return f"{PREFIX}starting: model, data and processes ({events.clock(waited_s)})"
+        step, total = int(e.get("step") or 0), int(e.get("max_steps") or 0)
+        filled = int(width * step / total) if total else 0
+        bar = "━" * filled + "╺" + "─" * max(0, width - filled - 1) if filled < width else "━" * width
+        parts = [f"{PREFIX}step {step}/{total or '?'} {bar}"]
+        if e.get("loss") is not None:
+            parts.append(f"loss {e['loss']:.4f}")
+        if e.get("tokens_per_s_per_gpu"):
+            parts.append(f"{e['tokens_per_s_per_gpu']:,.0f} tok/s/GPU")
+        if e.get("eta_s") is not None:
+            parts.append(f"ETA {events.clock(e['eta_s'])}")
+        parts.append(f"elapsed {events.clock(waited_s)}")
+        return "  ".join(parts)
+
+
+def _isatty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
