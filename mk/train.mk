@@ -1,4 +1,6 @@
 # Training: the demo, train, export, the tiny model, and the tests.
+# VERBOSE=1 (read by `rocmft train` from the environment, where make puts command-line variables) also
+# streams the job's whole output; it always goes to <run dir>/train.log.
 .PHONY: demo train export tiny-model test test-unit test-train
 MULTINODE_FLAGS ?=
 # The demo and the tests never fetch a model or dataset from a hub (GPU recipes may: they name hub models).
@@ -8,7 +10,7 @@ demo test test-unit test-train: export HF_DATASETS_OFFLINE ?= 1
 tiny-model: setup ## build the tiny test model offline into models/tiny-llama (no hub)
 	@$(PY) scripts/make_tiny_model.py
 
-demo: setup tiny-model ## the embedded default: train the tiny model on CPU and print the adapter and loss plot
+demo: setup tiny-model ## the embedded default: train the tiny model on CPU (a live progress line; VERBOSE=1 streams the job's log)
 	@$(ROCMFT) train tiny-cpu --runtime local --set '$(SET)' $(call opt,--run-name,$(RUN_NAME))
 
 train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, SET=, FORCE=1)

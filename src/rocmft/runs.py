@@ -5,6 +5,8 @@ Layout of runs/<name>/:
   plan.json             argv, env (secrets by name only), cwd, mounts, devices, runtime, image
   versions.json         rocmft + git commit, Python, and the training stack's versions
   status.json           running | succeeded | failed | interrupted | diverged, exit code, times
+  progress.jsonl        the job's progress events, one per logged step (launch/events.py): what the terminal,
+                        the summary and this listing read
   train.log             everything the job printed
   output/               LLaMA-Factory's output_dir: adapter, checkpoint-N/, trainer_log.jsonl, training_loss.png
 """
@@ -175,6 +177,9 @@ class RunInfo:
     duration_s: float | None
     started: float | None
     exit_code: int | None
+    tokens_per_s_per_gpu: float | None = None
+    last_step: int | None = None
+    max_steps: int | None = None
 
 
 def all_runs() -> list[RunInfo]:
@@ -189,10 +194,15 @@ def all_runs() -> list[RunInfo]:
         state = status.get("state", "rendered")
         if state == "running" and not _alive(status):
             state = "interrupted"  # the launcher died without saying how the run ended
-        loss = losses(run_dir)
+        # the job's events first (what a running run has too); trainer_log.jsonl for runs from before them
+        from .launch import events
+
+        t = events.totals(events.read(run_dir))
+        loss = [t.last_loss] if t.last_loss else losses(run_dir)
         started, ended = status.get("started"), status.get("ended")
         infos.append(RunInfo(run_dir, status.get("recipe", run_dir.name), state, loss[-1][1] if loss else None,
-                             (ended - started) if started and ended else None, started, status.get("exit_code")))
+                             (ended - started) if started and ended else None, started, status.get("exit_code"),
+                             t.tokens_per_s_per_gpu, t.last_step, t.max_steps))
     return sorted(infos, key=lambda r: (r.started or r.path.stat().st_mtime, r.path.name))
 
 

@@ -52,3 +52,23 @@ def test_status_and_listing(runs_dir):
     runs.mark(run, "succeeded", exit_code=0)
     info = runs.all_runs()[0]
     assert info.state == "succeeded" and info.final_loss == 2.5 and info.duration_s is not None
+
+
+def test_listing_reads_the_progress_events(runs_dir, capsys):
+    from rocmft.cli import runs as cli_runs
+    from rocmft.launch import events
+
+    run = runs.create(runs.choose("tiny", "r3"))
+    (run / "train.yaml").write_text("x: 1\n")
+    evs = [{"event": "begin", "world_size": 2, "max_steps": 20},
+           {"event": "step", "step": 1, "max_steps": 20, "loss": 4.0, "tokens_seen": 1000, "elapsed_s": 1.0},
+           {"event": "step", "step": 2, "max_steps": 20, "loss": 3.5, "tokens_seen": 9000, "elapsed_s": 3.0}]
+    events.path(run).write_text("".join(events.encode(e) for e in evs))
+    runs.mark(run, "running", recipe="tiny")  # no launcher pid: a runtime that reports itself
+    info = runs.all_runs()[0]
+    assert info.final_loss == 3.5 and info.last_step == 2 and info.max_steps == 20
+    assert info.tokens_per_s_per_gpu == 2000.0  # 8000 tokens in 2 s over 2 GPUs
+    assert cli_runs.run(type("A", (), {"last": 0})()) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[:6] == ["RUN", "RECIPE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU"]
+    assert row.split()[:6] == ["r3", "tiny", "running", "2/20", "3.5000", "2,000"]

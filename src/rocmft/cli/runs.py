@@ -1,9 +1,10 @@
-"""`rocmft runs`: every run with its status, final loss and duration; containers a crashed launcher left."""
+"""`rocmft runs`: every run with its status, steps, final loss, tokens/s per GPU and duration (from the runs'
+progress events); containers a crashed launcher left."""
 
 from __future__ import annotations
 
 NAME = "runs"
-HELP = "list the runs (status, final loss, duration) and containers left by a crashed launcher"
+HELP = "list the runs (status, steps, final loss, tokens/s per GPU, duration) and containers left by a crashed launcher"
 
 
 def add_arguments(parser) -> None:
@@ -47,7 +48,7 @@ def run(args) -> int:
         infos = infos[-args.last:]
     left, active, note = _containers()
     left_by_run = {c.run: c for c in left}
-    rows = [("RUN", "RECIPE", "STATUS", "LOSS", "TIME", "STARTED (UTC)", "NOTE")]
+    rows = [("RUN", "RECIPE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU", "TIME", "STARTED (UTC)", "NOTE")]
     for info in infos:
         status = runs.read_status(info.path)
         state = info.state.upper() if info.state in ("diverged", "failed") else info.state
@@ -67,14 +68,17 @@ def run(args) -> int:
             c = left_by_run[path]
             extra.append(f"container {c.name} {c.status}, launcher gone: {c.fix}")
         loss = f"{info.final_loss:.4f}" if info.final_loss is not None else "-"
-        rows.append((info.path.name, info.recipe, state, loss, _duration(info.duration_s), runs.utc_iso(info.started),
-                     "; ".join(extra)))
+        tps = f"{info.tokens_per_s_per_gpu:,.0f}" if info.tokens_per_s_per_gpu else "-"
+        steps = f"{info.last_step}/{info.max_steps or '?'}" if info.last_step is not None else "-"
+        rows.append((info.path.name, info.recipe, state, steps, loss, tps, _duration(info.duration_s),
+                     runs.utc_iso(info.started), "; ".join(extra)))
     if len(rows) == 1:
         print("no runs yet: `make demo` trains the tiny model, `make train RECIPE=...` a recipe")
     else:
-        widths = [max(len(r[i]) for r in rows) for i in range(6)]
+        shown = len(rows[0]) - 1  # the note is left unpadded, last
+        widths = [max(len(r[i]) for r in rows) for i in range(shown)]
         for r in rows:
-            print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:6])) + ("  " + r[6] if r[6] else ""))
+            print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:shown])) + ("  " + r[shown] if r[shown] else ""))
     if left:
         print()
         print("Containers left by a crashed launcher (remove them; a running one still holds its GPUs):")
