@@ -24,7 +24,7 @@ def connect(timeout: int = 600):
     try:
         import docker
     except ImportError:  # pragma: no cover - a dependency of the project
-        raise ProblemReport([Problem("", "docker", "the Docker SDK for Python is not installed", "make setup")]) from None
+        raise ProblemReport([Problem("", "docker", "the Docker SDK for Python is not installed", "make host")]) from None
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
         client = docker.from_env(timeout=timeout)
