@@ -33,9 +33,32 @@ def train(env, name, *overrides, expect=0, timeout=900):
     return proc, runs_dir(env) / name
 
 
+def events_end(run):
+    from rocmft.launch import events
+
+    return events.read(run)[-1]
+
+
 def losses(run):
     return [json.loads(line)["loss"] for line in (run / "output" / "trainer_log.jsonl").read_text().splitlines()
             if "loss" in json.loads(line)]
+
+
+def assert_events_match_the_trainer_log(run):
+    """progress.jsonl (what every terminal shows) holds one event per logged step: the same steps, strictly
+    increasing, with the same losses as LLaMA-Factory's trainer_log.jsonl."""
+    from rocmft.launch import events
+
+    found = events.read(run)
+    stepped = events.steps(found)
+    logged = [json.loads(line) for line in (run / "output" / "trainer_log.jsonl").read_text().splitlines()]
+    logged = [e for e in logged if "loss" in e]
+    assert [e["step"] for e in stepped] == [e["current_steps"] for e in logged]
+    assert all(b["step"] > a["step"] for a, b in zip(stepped, stepped[1:]))
+    assert [round(e["loss"], 5) for e in stepped] == [round(e["loss"], 5) for e in logged]
+    assert found[0]["event"] == "begin" and found[-1]["event"] == "end" and len(found) == len(stepped) + 2
+    assert all(e["tokens_per_s_per_gpu"] > 0 and e["max_steps"] == 12 for e in stepped)
+    assert found[-1]["peak_memory_gib"] > 0.1 and found[-1]["memory_kind"] == "rss"
 
 
 def assert_trained(run):
@@ -68,11 +91,16 @@ def test_one_process(one_process):
     versions = json.loads((run / "versions.json").read_text())
     assert versions["git_commit"] != "unknown" and versions["host_stack"]["llamafactory"] == "0.9.5"
     assert "adapter_model.safetensors" in proc.stdout and "training_loss.png" in proc.stdout
+    assert_events_match_the_trainer_log(run)
+    assert "No metric" not in (run / "train.log").read_text()  # our plot: no eval-metric warnings for a train-only run
 
 
 def test_two_processes_torchrun_gloo(env):
     _, run = train(env, "ddp", "gpus_per_node=2")
     assert_trained(run)
+    assert_events_match_the_trainer_log(run)
+    assert json.loads((run / "status.json").read_text())["tokens_per_s_per_gpu"] > 0
+    assert "max over 2 ranks" in events_end(run)["memory_scope"]
     assert "world size: 2" in (run / "train.log").read_text()
     assert json.loads((run / "plan.json").read_text())["nproc_per_node"] == 2
 
@@ -169,6 +197,9 @@ def test_a_killed_rank_fails_the_job_naming_the_rank(env):
     out, _ = launcher.communicate(timeout=120)
     assert launcher.returncode != 0
     assert "rank 1 (local_rank 1)" in out and "SIGKILL" in out, out[-2000:]
+    last = out.splitlines()[-3:]  # the cause and where the whole output is, where the eye ends
+    assert last[-1] == f"[rocmft] full output: {run}/train.log", last
+    assert any("FAILED" in line and "rank 1 (local_rank 1)" in line and "SIGKILL" in line for line in last), last
     assert json.loads((run / "status.json").read_text())["state"] == "failed"
 
 

@@ -1,8 +1,8 @@
 """The terminal while a job runs: lines printed once, and on a TTY one live progress line redrawn in place.
 
 On a TTY (a person watching): the project's lines scroll above a single rich line with step/total, a bar,
-loss, tokens/s per GPU, ETA and the time elapsed, redrawn on every event and twice a second (so the clock
-moves while a long step runs). Not a TTY (CI, `| tee`, a file): one plain line per logged step, never a
+loss, tokens/s per GPU and ETA, redrawn on every event and twice a second (so the ETA counts down while a
+long step runs). Not a TTY (CI, `| tee`, a file): one plain line per logged step, never a
 carriage return. With VERBOSE the job's raw output streams too, so there is no live line to tear apart:
 steps are plain lines between whole lines of output.
 """
@@ -24,6 +24,7 @@ class Display:
         wants_live = _isatty(out) if live is None else live
         self.live = bool(wants_live) and not verbose
         self.last: dict[str, Any] | None = None
+        self.last_at = 0.0
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._live = None
@@ -62,7 +63,7 @@ class Display:
     def event(self, event: dict[str, Any]) -> None:
         if event.get("event") != "step":
             return
-        self.last = event
+        self.last, self.last_at = event, time.monotonic()
         if self._live is not None:
             self._live.refresh()
         else:
@@ -78,23 +79,23 @@ class Display:
     def _renderable(self):
         from rich.text import Text
 
-        return Text(self.live_text(time.monotonic() - self.started), no_wrap=True, overflow="ellipsis")
+        return Text(self.live_text(time.monotonic()), no_wrap=True, overflow="ellipsis")
 
-    def live_text(self, waited_s: float, width: int = 20) -> str:
+    def live_text(self, now: float, width: int = 12) -> str:
+        """Fits 80 columns. The ETA counts down between events, so the line moves while a long step runs."""
         e = self.last
         if e is None:
-            return f"{PREFIX}starting: model, data and processes ({events.clock(waited_s)})"
+            return f"{PREFIX}starting: model, data and processes ({events.clock(now - self.started)})"
         step, total = int(e.get("step") or 0), int(e.get("max_steps") or 0)
-        filled = int(width * step / total) if total else 0
-        bar = "━" * filled + "╺" + "─" * max(0, width - filled - 1) if filled < width else "━" * width
+        filled = min(width, int(width * step / total)) if total else 0
+        bar = "━" * filled + ("╺" + "─" * (width - filled - 1) if filled < width else "")
         parts = [f"{PREFIX}step {step}/{total or '?'} {bar}"]
         if e.get("loss") is not None:
             parts.append(f"loss {e['loss']:.4f}")
         if e.get("tokens_per_s_per_gpu"):
             parts.append(f"{e['tokens_per_s_per_gpu']:,.0f} tok/s/GPU")
         if e.get("eta_s") is not None:
-            parts.append(f"ETA {events.clock(e['eta_s'])}")
-        parts.append(f"elapsed {events.clock(waited_s)}")
+            parts.append(f"ETA {events.clock(max(0.0, e['eta_s'] - (now - self.last_at)))}")
         return "  ".join(parts)
 
 

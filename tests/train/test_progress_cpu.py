@@ -1,0 +1,111 @@
+"""What a person sees from a real CPU run (`pytest -m train`): `make demo` under a real pseudo-terminal (the
+live line redrawn in place, then the summary), `make demo` piped (a plain line per step, no carriage-return
+bars, a short output), and a run whose dataset has a bad row (the cause in the last lines, the log's path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, offline_env, rocmft
+
+pytestmark = pytest.mark.train
+MAX_PIPED_LINES = 40
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, tiny_model):
+    return offline_env(tmp_path_factory.mktemp("progress"))
+
+
+def logged_steps(run: Path) -> list[int]:
+    lines = (run / "output" / "trainer_log.jsonl").read_text().splitlines()
+    return [json.loads(line)["current_steps"] for line in lines if '"loss"' in line]
+
+
+def run_in_pty(argv: list[str], env: dict[str, str], timeout: float = 600) -> tuple[int, bytes]:
+    """The command with a pseudo-terminal as its stdin/stdout/stderr, as a person's shell runs it."""
+    parent, child = pty.openpty()
+    proc = subprocess.Popen(argv, cwd=ROOT, env={**env, "TERM": "xterm-256color", "COLUMNS": "120"},
+                            stdin=child, stdout=child, stderr=child, close_fds=True)
+    os.close(child)
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([parent], [], [], 0.5)
+        if ready:
+            try:
+                data = os.read(parent, 65536)
+            except OSError:  # EIO: the last holder of the terminal closed it
+                break
+            if not data:
+                break
+            out += data
+        elif proc.poll() is not None:
+            break
+    os.close(parent)
+    return proc.wait(timeout=60), out
+
+
+def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary(env):
+    code, raw = run_in_pty(["make", "-s", "demo", "RUN_NAME=tty"], env)
+    text = raw.decode("utf-8", "replace")
+    assert code == 0, text[-3000:]
+    run = Path(env["ROCMFT_RUNS"]) / "tty"
+    # redrawn in place: each state of the line follows a return to its start and an erase
+    drawn = re.findall(r"\r\x1b\[2K\[rocmft\] step (\d+)/12 ", text)
+    assert len(set(drawn)) >= 2 and drawn[-1] == "12", drawn
+    assert [int(s) for s in dict.fromkeys(drawn)] == sorted(int(s) for s in set(drawn))  # never backwards
+    assert not re.search(r"\n\[rocmft\] step \d+/12  loss", text)  # no plain per-step lines on a terminal
+    tail = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()][-8:]
+    assert tail[0].startswith("[rocmft] done: ") or any(line.startswith("[rocmft] done: ") for line in tail), tail
+    assert tail[-1].startswith("[rocmft] loss plot ") and tail[-1].endswith("training_loss.png"), tail
+    assert any(line.startswith("[rocmft] tokens/s ") for line in tail)
+    assert "INFO" not in text and "%|" not in text  # LLaMA-Factory's/transformers' noise stays in train.log
+    assert "Loading weights" in (run / "train.log").read_text() or "[INFO" in (run / "train.log").read_text()
+
+
+def test_make_demo_piped_prints_a_line_per_step_and_stays_short(env):
+    proc = subprocess.run(["make", "-s", "demo", "RUN_NAME=piped"], cwd=ROOT, env=env, capture_output=True,
+                          timeout=600)
+    out = proc.stdout.decode() + proc.stderr.decode()
+    assert proc.returncode == 0, out[-3000:]
+    run = Path(env["ROCMFT_RUNS"]) / "piped"
+    assert "\r" not in out and "\x1b[" not in out  # no bars, no cursor control
+    steps = [int(m) for m in re.findall(r"^\[rocmft\] step (\d+)/12  loss ", out, re.M)]
+    assert steps == logged_steps(run) == list(range(1, 13))  # one line per logged step, labelled right
+    lines = out.splitlines()
+    assert len(lines) <= MAX_PIPED_LINES, "\n".join(lines)
+    assert lines[-1].startswith("[rocmft] loss plot ") and any(line.startswith("[rocmft] done: ") for line in lines)
+    assert "INFO" not in out and "{'loss'" not in out
+    assert (run / "output" / "training_loss.png").is_file()
+    print(f"piped make demo: {len(lines)} lines")
+
+
+def test_a_bad_dataset_row_shows_the_cause_and_the_log(env, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = (ROOT / "data" / "demo_alpaca.jsonl").read_text().splitlines()[:20]
+    (data / "bad.jsonl").write_text("\n".join(rows) + '\n{"instruction": "a row cut short", "output": \n')
+    (data / "dataset_info.json").write_text(json.dumps({"bad": {"file_name": "bad.jsonl", "formatting": "alpaca",
+                                                                "columns": {"prompt": "instruction", "response": "output"}}}))
+    proc = rocmft("train", "tiny-cpu", "--runtime", "local", "--run-name", "badrow", "dataset=bad",
+                  f"dataset_dir={data}", env=env)
+    run = Path(env["ROCMFT_RUNS"]) / "badrow"
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == f"[rocmft] full output: {run}/train.log"
+    assert lines[-2] == "[rocmft] FAILED (exit code 1): rank 0 (the only process)"
+    explained = lines[-32:-2]
+    assert any("JSON parse error" in line and "row 20" in line for line in explained), "\n".join(lines[-40:])
+    assert any("DatasetGenerationError" in line for line in explained)
+    assert len(lines) <= MAX_PIPED_LINES + 5 and "INFO" not in proc.stdout
+    assert json.loads((run / "status.json").read_text())["state"] == "failed"
