@@ -1,5 +1,8 @@
 """The bench run dir's bench.json, and the run rebuilt from its files: how `rocmft bench --record` appends
-the row of a job that ended after `rocmft bench` returned."""
+the row of a job that ended after `rocmft bench` returned.
+
+What the run did is read from its files, never from its printed text: metrics.json (the metrics callback)
+for the row, and the progress events (progress.jsonl) for whether it ran the steps the bench asked for."""
 
 from __future__ import annotations
 
@@ -21,10 +24,31 @@ def write_record(run_dir: Path, *, recipe_name: str, recipe_path: str, steps: in
 
 def read_record(run_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((run_dir / BENCH_FILE).read_text())
+        record = json.loads((run_dir / BENCH_FILE).read_text())
     except (OSError, ValueError):
         raise ProblemReport([Problem(str(run_dir), "", f"not a bench run: no readable {BENCH_FILE}",
                                      "--record takes a run dir made by `rocmft bench`")]) from None
+    problem = steps_problem(run_dir, int(record.get("steps") or 0))
+    if problem:
+        raise ProblemReport([problem])
+    return record
+
+
+def steps_problem(run_dir: Path, steps: int) -> Problem | None:
+    """A row measures `steps` optimizer steps: a run whose events stop short of them (stopped, or a job still
+    running) gives none. No events at all (a job on a cluster volume not visible here): metrics.json decides."""
+    from ..launch import events
+
+    found = events.read(run_dir)
+    if not found or steps <= 0:
+        return None
+    t = events.totals(found)
+    ended = any(e.get("event") == "end" for e in found)
+    if ended and (t.last_step or 0) >= steps:
+        return None
+    what = f"its events end at step {t.last_step or 0} of {steps}" + ("" if ended else ", and training has not ended")
+    return Problem(str(run_dir), "", f"the bench run did not complete: {what}",
+                   "bench it again (a row is one complete run), or wait for the job to finish")
 
 
 def mark_recorded(run_dir: Path, results: Path) -> None:
