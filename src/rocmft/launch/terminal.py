@@ -25,6 +25,7 @@ class Display:
         self.live = bool(wants_live) and not verbose
         self.last: dict[str, Any] | None = None
         self.last_at = 0.0
+        self._line_start = True
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._live = None
@@ -46,11 +47,14 @@ class Display:
             self._live.console.print(Text(text), soft_wrap=True)  # Text: "[rocmft]" is not rich markup
             return
         with self._lock:
-            print(text, file=self.out, flush=True)
+            # after a bar that ended in a carriage return (VERBOSE), start a line of our own
+            print(("" if self._line_start else "\n") + text, file=self.out, flush=True)
+            self._line_start = True
 
     def raw(self, data: bytes) -> None:
         """The job's output as it came (VERBOSE): whole lines only, so a step line never lands inside one."""
         with self._lock:
+            self._line_start = data.endswith(b"\n")
             buffer = getattr(self.out, "buffer", None)
             if buffer is not None:
                 self.out.flush()

@@ -282,3 +282,14 @@ def test_a_failure_ends_with_the_rank_and_the_log_path(tmp_path):
     assert any("in row 20" in line for line in lines[-12:])
     ranked = summary.failed_lines(tmp_path, 1, TWO_RANK_FAILURE, joblog.failed_ranks(TWO_RANK_FAILURE))
     assert ranked[-3].startswith("[rocmft] FAILED (exit code 1): rank 1 (local_rank 1)")
+
+
+def test_verbose_step_lines_never_land_on_a_bar_ended_by_a_carriage_return(tmp_path):
+    out = io.StringIO()
+    with Watch(tmp_path, out, verbose=True) as watch:
+        watch.feed(b" 8%|8   | 1/12 [00:00<00:00]\r")
+        events.path(tmp_path).write_text(events.encode(step(1)))
+        time.sleep(0.5)
+        watch.feed(b"next line\n")
+    text = out.getvalue()
+    assert "\r\n[rocmft] step 1/12  loss" in text and text.endswith("next line\n")
