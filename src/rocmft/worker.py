@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             pass
         return EXIT_DIVERGED
+    except BaseException:
+        _plot(run_dir, train_args, wants_plot)  # a run that failed after logging still gets its curve
+        raise
     _plot(run_dir, train_args, wants_plot)
     return 0
 

@@ -1,0 +1,73 @@
+"""The progress callback inside the training processes, driven with transformers' own TrainerState: one
+event per logged training step from rank 0 only, rates and ETA from the Trainer's token count; the loss plot."""
+
+import types
+
+from transformers import TrainerControl, TrainerState
+
+from rocmft.callbacks.progress import ProgressCallback, plot_losses
+from rocmft.launch import events
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def _args(world_size=2):
+    return types.SimpleNamespace(world_size=world_size, include_num_input_tokens_seen="no")
+
+
+def test_one_event_per_logged_training_step_with_rates_and_eta(tmp_path):
+    clock, args, state, control = Clock(), _args(), TrainerState(), TrainerControl()
+    state.max_steps, state.is_world_process_zero = 10, True
+    cb = ProgressCallback(tmp_path, clock=clock)
+    cb.on_train_begin(args, state, control)
+    assert args.include_num_input_tokens_seen == "non_padding"  # the Trainer counts tokens from now on
+    for step in (1, 2):
+        clock.t += 2.0
+        state.global_step, state.epoch, state.num_input_tokens_seen = step, step / 20, 4000 * step
+        cb.on_log(args, state, control, logs={"loss": 6.5 - step / 10, "grad_norm": 0.4, "learning_rate": 1e-3})
+    cb.on_log(args, state, control, logs={"eval_loss": 6.0})  # not a training step
+    cb.on_log(args, state, control, logs={"train_runtime": 4.0, "train_loss": 6.4})  # the closing summary
+    cb.on_train_end(args, state, control)
+    found = events.read(tmp_path)
+    assert [e["event"] for e in found] == ["begin", "step", "step", "end"]
+    first, second = found[1], found[2]
+    assert (first["step"], second["step"], second["max_steps"]) == (1, 2, 10)
+    assert second["loss"] == 6.3 and second["grad_norm"] == 0.4 and second["learning_rate"] == 1e-3
+    assert second["tokens_per_s_per_gpu"] == 4000 / 2.0 / 2  # 4000 tokens in 2 s over 2 ranks
+    assert second["elapsed_s"] == 4.0 and second["eta_s"] == 4.0 / 2 * 8
+    assert found[3]["memory_kind"] == "rss" and found[3]["peak_memory_gib"] > 0
+
+
+def test_only_rank_zero_writes(tmp_path):
+    state = TrainerState()
+    state.max_steps, state.is_world_process_zero, state.global_step = 4, False, 1
+    cb = ProgressCallback(tmp_path)
+    cb.on_train_begin(_args(), state, TrainerControl())
+    cb.on_log(_args(), state, TrainerControl(), logs={"loss": 1.0})
+    assert not events.path(tmp_path).exists()
+
+
+def test_the_plot_needs_two_finite_losses(tmp_path):
+    out = tmp_path / "output"
+    events.path(tmp_path).write_text(events.encode({"event": "step", "step": 1, "loss": 6.0}) +
+                                     events.encode({"event": "step", "step": 2, "loss": float("nan")}))
+    assert plot_losses(tmp_path, out) is None and not out.exists()
+    with open(events.path(tmp_path), "a") as fh:
+        fh.write(events.encode({"event": "step", "step": 3, "loss": 5.5}))
+    png = plot_losses(tmp_path, out)
+    assert png == out / "training_loss.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_worker_registers_progress_first(tmp_path, monkeypatch):
+    from rocmft import worker
+
+    monkeypatch.delenv("ROCMFT_METRICS", raising=False)
+    (tmp_path / "recipe.resolved.yaml").write_text("watchdog: {}\n")
+    names = [type(c).__name__ for c in worker._callbacks(tmp_path, {})]
+    assert names == ["ProgressCallback", "WatchdogCallback"]  # a step the watchdog stops at is still reported
