@@ -9,6 +9,7 @@ steps are plain lines between whole lines of output.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any, TextIO
@@ -104,6 +105,9 @@ class Display:
 
 
 def _isatty(out: TextIO) -> bool:
+    """A terminal that can redraw a line: not a pipe or file, and not TERM=dumb (Emacs shells, some CI)."""
+    if os.environ.get("TERM") == "dumb":
+        return False
     try:
         return out.isatty()
     except (AttributeError, ValueError):

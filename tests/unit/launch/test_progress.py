@@ -191,7 +191,8 @@ def test_plain_output_prints_one_line_per_step_and_no_carriage_return():
     assert lines[0].startswith("[rocmft] step 1/12  loss 6.5000") and "ETA 0:00:06" in lines[0]
 
 
-def test_a_tty_gets_one_live_line_redrawn_in_place():
+def test_a_tty_gets_one_live_line_redrawn_in_place(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm")
     out = Tty()
     display = Display(out)
     assert display.live
