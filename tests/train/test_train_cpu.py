@@ -197,7 +197,7 @@ def test_a_killed_rank_fails_the_job_naming_the_rank(env):
     out, _ = launcher.communicate(timeout=120)
     assert launcher.returncode != 0
     assert "rank 1 (local_rank 1)" in out and "SIGKILL" in out, out[-2000:]
-    last = out.splitlines()[-3:]  # the cause and where the whole output is, where the eye ends
+    last = out.splitlines()[-4:]  # the cause and where the whole output is, where the eye ends
     assert last[-1] == f"[rocmft] full output: {run}/train.log", last
     assert any("FAILED" in line and "rank 1 (local_rank 1)" in line and "SIGKILL" in line for line in last), last
     assert json.loads((run / "status.json").read_text())["state"] == "failed"

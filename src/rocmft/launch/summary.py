@@ -72,6 +72,9 @@ def failed_lines(run_dir: Path, code: int, log_text: str, ranks: list[str]) -> l
     if ranks:
         out.append(f"[rocmft] FAILED (exit code {code}): {ranks[0]}")
         out += [f"[rocmft]   {line}" for line in ranks[1:]]
+        if "killed by SIGKILL" in ranks[0]:
+            out.append("[rocmft]   a rank killed by SIGKILL with no error of its own is often the kernel's OOM killer: "
+                       "`journalctl -k | grep -i 'out of memory'` (or `dmesg`) says")
     elif _world_size(run_dir) == 1:
         out.append(f"[rocmft] FAILED (exit code {code}): rank 0 (the only process)")
     else:

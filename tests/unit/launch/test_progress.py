@@ -294,3 +294,9 @@ def test_verbose_step_lines_never_land_on_a_bar_ended_by_a_carriage_return(tmp_p
         watch.feed(b"next line\n")
     text = out.getvalue()
     assert "\r\n[rocmft] step 1/12  loss" in text and text.endswith("next line\n")
+
+
+def test_a_rank_killed_without_an_error_of_its_own_points_at_the_oom_killer(tmp_path):
+    log = "E1203 api.py] failed (exitcode: -9) local_rank: 1\n" + SUMMARY
+    lines = summary.failed_lines(tmp_path, 1, log, joblog.failed_ranks(log))
+    assert "(killed by SIGKILL), root cause" in lines[-4] and "OOM killer" in lines[-2]
