@@ -23,7 +23,9 @@ MAX_PIPED_LINES = 40
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, tiny_model):
-    return offline_env(tmp_path_factory.mktemp("progress"))
+    # `make test` nests this make (its flags would add "Entering directory" lines); VERBOSE=1 would stream all
+    base = offline_env(tmp_path_factory.mktemp("progress"))
+    return {k: v for k, v in base.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VERBOSE")}
 
 
 def logged_steps(run: Path) -> list[int]:
