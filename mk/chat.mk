@@ -1,0 +1,22 @@
+# Try what you trained: chat with a run, serve it over an OpenAI-compatible API, or open LlamaBoard.
+#   make chat RUN=last PROMPT="hi"           one answer on stdout (no PROMPT: an interactive chat)
+#   make serve RUN=last PORT=8000            http://127.0.0.1:8000/v1 until Ctrl-C; API_KEY=... requires a key
+#   make webui                               LlamaBoard on http://127.0.0.1:7860 (ARCH=, in its container)
+# Each runs where the run trained (RUNTIME=local|docker to choose), with the run's own template.
+.PHONY: chat serve webui
+PORT ?=
+# HOST and PROMPT count only when given on make's command line: zsh keeps HOST (the machine's name) and
+# PROMPT (its prompt string) as shell variables, and one exported by a profile must not become a bind
+# address or a question. Command-line values reach the CLI through the environment ("$$PROMPT"), so any
+# quotes in a prompt survive.
+ON_CMDLINE = $(if $(filter command line,$(origin $(1))),$($(1)))
+SERVE_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
+
+chat: setup ## talk to a run with its adapter (or merged export) and template (RUN=<dir>|last, PROMPT="..." answers once, SET=, RUNTIME=)
+	@$(ROCMFT) chat $(if $(RUN),$(RUN),last) --set '$(SET)' $(if $(call ON_CMDLINE,PROMPT),--prompt="$$PROMPT") $(SERVE_FLAGS)
+
+serve: setup ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, API_KEY= requires a key, SET=, RUNTIME=)
+	@$(ROCMFT) serve $(if $(RUN),$(RUN),last) --set '$(SET)' $(call opt,--port,$(PORT)) $(call opt,--host,$(call ON_CMDLINE,HOST)) $(SERVE_FLAGS)
+
+webui: setup ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; GPU arches in their container)
+	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call ON_CMDLINE,HOST)) $(SERVE_FLAGS)

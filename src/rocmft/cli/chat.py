@@ -1,0 +1,69 @@
+"""`rocmft chat RUN [--prompt TEXT]`: talk to a run (its model + adapter or merged export, its template),
+where it trained: this venv or the arch's container. With --prompt: one answer on stdout, then exit."""
+
+from __future__ import annotations
+
+HELP = "chat with a run: its base model + adapter (or merged export) and its template (--prompt for one answer)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run", nargs="?", default="last", help="run dir or name, or `last` (the newest run)")
+    parser.add_argument("--prompt", default=None, help="answer this one prompt on stdout and exit")
+    parser.add_argument("--set", dest="set_string", default="",
+                        help='generation settings, e.g. "max_new_tokens=128 temperature=0.2"')
+    parser.add_argument("--runtime", default=None, help="local | docker (default: where the run trained)")
+    parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
+    parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
+    parser.add_argument("--verbose", action="store_true", help="show the model's loading log")
+
+
+def run(args) -> int:
+    import os
+    import sys
+
+    from ..problems import raise_if_errors
+    from ..serve import local, plan, session
+
+    verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
+    s = session.for_run(args.run, args.set_string, args.runtime, args.gpus)
+    chat = plan.chat(s.target, s.settings, s.runtime, prompt=args.prompt)
+    messages = list(s.messages)
+    if s.runtime == "local":
+        messages += raise_if_errors(local.check(chat, s.arch))
+    _say(messages)
+    print(f"[rocmft] {s.target.name}: {s.target.what}, template {s.target.template} ({s.runtime})",
+          file=sys.stderr, flush=True)
+
+    if s.runtime == "local":
+        if chat.kind == "chat":
+            return local.chat(chat, s.arch, os.environ)
+        code, tail = local.ask(chat, s.arch, os.environ, verbose=verbose)
+        return _ended(code, tail)
+
+    from ..serve import docker
+
+    client, spec, _ports = docker.prepare(chat, s.arch, image_ref=args.image, gpus=s.gpus, caller_env=os.environ)
+    print(f"[rocmft] container {spec.name} from {spec.image}", file=sys.stderr, flush=True)
+    if chat.kind == "chat":
+        return docker.chat(spec)
+    code, answer, tail = docker.ask(client, spec, os.environ, verbose=verbose)
+    sys.stdout.write(answer)
+    sys.stdout.flush()
+    return _ended(code, tail)
+
+
+def _say(messages) -> None:
+    import sys
+
+    for problem in messages:
+        print(problem.line(), file=sys.stderr)
+
+
+def _ended(code: int, tail: list[str]) -> int:
+    import sys
+
+    if code != 0:
+        for line in tail:
+            print(line, file=sys.stderr)
+        print(f"[rocmft] chat FAILED (exit code {code}): the lines above are the end of its log", file=sys.stderr)
+    return code

@@ -1,0 +1,76 @@
+"""`rocmft serve RUN`: LLaMA-Factory's OpenAI-compatible API for a run (`llamafactory-cli api`), on
+127.0.0.1 by default, in the run's runtime; Ctrl-C/SIGTERM stops it (and removes its container)."""
+
+from __future__ import annotations
+
+HELP = "serve a run over LLaMA-Factory's OpenAI-compatible API (127.0.0.1:8000; API_KEY= requires a key)"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run", nargs="?", default="last", help="run dir or name, or `last` (the newest run)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", default=None, help="TCP port (default 8000)")
+    parser.add_argument("--set", dest="set_string", default="",
+                        help='default generation settings, e.g. "max_new_tokens=128 temperature=0.2"')
+    parser.add_argument("--runtime", default=None, help="local | docker (default: where the run trained)")
+    parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
+    parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
+    parser.add_argument("--verbose", action="store_true", help="show the model's loading log too")
+
+
+def run(args) -> int:
+    import os
+
+    from ..problems import Problem, ProblemReport, raise_if_errors
+    from ..serve import plan, ports, session
+
+    host = (args.host or "127.0.0.1").strip()
+    port, problems = plan.parse_port(args.port, plan.API_PORT)
+    try:
+        s = session.for_run(args.run, args.set_string, args.runtime, args.gpus)
+    except ProblemReport as report:
+        raise ProblemReport([*report.problems, *problems]) from None
+    raise_if_errors(problems)
+    api = plan.api(s.target, s.settings, s.runtime, host, port, os.environ)
+    busy = ports.port_problem(host, port)
+    messages = [*s.messages, *raise_if_errors([busy] if busy else [])]
+    messages += plan.exposure(api, os.environ)
+
+    def ready_lines() -> list[str]:
+        lines = [f"serving {s.target.name} as model `{api.name}`: {s.target.what}, template {s.target.template}",
+                 f"OpenAI base URL: {api.url}" + ("  (API key required: API_KEY)" if os.environ.get("API_KEY") else ""),
+                 f"try: {plan.curl_line(api, os.environ)}",
+                 "Ctrl-C stops it"]
+        return lines
+
+    return start(api, s.arch, s.gpus, args, messages, ready_lines,
+                  loading=f"loading {s.target.what} ({s.runtime}) ...")
+
+
+def start(srv, arch, gpus, args, messages, ready_lines, loading: str) -> int:
+    """Shared by serve and webui: checks, then the server in the foreground."""
+    import os
+    import sys
+
+    from ..problems import raise_if_errors
+    from ..serve import foreground, local
+
+    verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
+    if srv.runtime == "local":
+        messages = [*messages, *raise_if_errors(local.check(srv, arch))]
+        for problem in messages:
+            print(problem.line(), file=sys.stderr)
+        log = local.log_path(srv)
+        print(f"[rocmft] {loading} (log: {log})", flush=True)
+        handle = local.Process(local.argv(srv), local.environment(srv, arch, os.environ))
+        return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose)
+
+    from ..serve import docker
+
+    client, spec, ports_ = docker.prepare(srv, arch, image_ref=args.image, gpus=gpus, caller_env=os.environ)
+    for problem in messages:
+        print(problem.line(), file=sys.stderr)
+    log = local.log_path(srv)
+    print(f"[rocmft] {loading} in container {spec.name} from {spec.image} (log: {log})", flush=True)
+    handle = docker.Container(client, spec, ports_, os.environ)
+    return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose)

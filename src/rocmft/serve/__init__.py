@@ -1,0 +1,16 @@
+"""Try what you trained: `make chat`, `make serve` (OpenAI-compatible API) and `make webui` (LlamaBoard).
+
+The flow, one job per module:
+  target.py    a run dir -> what to load: base model + adapter, its merged export, or a full fine-tune's
+               output; the run's own template; the arch and the runtime it trained in
+  settings.py  SET="max_new_tokens=256 temperature=0.2" -> generation settings, checked against the
+               keys LLaMA-Factory's inference parser takes
+  plan.py      pure: target + settings + host/port -> a `ServePlan` (argv, environment, secret names,
+               the port to publish, the URL): what a test pins as data
+  ports.py     is the port free, is the server answering
+  local.py     runs a plan as a process of this venv; docker.py runs it in the arch's container with the
+               port published (the container spec comes from launch/docker, as for training)
+  ask.py       what runs INSIDE the runtime for `PROMPT=`: LLaMA-Factory's ChatModel answers one prompt
+
+Nothing here imports torch or LLaMA-Factory except ask.py, which only ever runs in the job's runtime.
+"""

@@ -1,0 +1,173 @@
+"""Pure: what `make chat`, `make serve` and `make webui` run, as data (argv, environment, ports, URL).
+
+LLaMA-Factory's own entry points do the work: `llamafactory-cli chat|api|webui`, which read their model
+arguments from the command line (`--model_name_or_path ...`, HfArgumentParser) and their network settings
+from the environment: `API_HOST`, `API_PORT`, `API_KEY`, `API_MODEL_NAME` (llamafactory/api/app.py) and
+Gradio's `GRADIO_SERVER_NAME`, `GRADIO_SERVER_PORT` (llamafactory/webui/interface.py). No file is written:
+a run dir stays what the run made.
+
+The argv is runtime-neutral (`llamafactory-cli`, `python`): locally the venv's bin dir is put in front,
+in a container the image's PATH finds them. In a container the server listens on 0.0.0.0 inside its own
+network namespace, and only the host side of the published port decides who can reach it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..problems import Problem
+from .target import Target
+
+RUNTIMES = ("local", "docker")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+API_PORT = 8000  # LLaMA-Factory's default
+WEBUI_PORT = 7860  # Gradio's default
+CLI = "llamafactory-cli"
+
+
+@dataclass(frozen=True)
+class ServePlan:
+    kind: str  # chat (interactive) | ask (one prompt) | api | webui
+    runtime: str  # local | docker
+    arch: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]  # never a secret
+    secret_env: tuple[str, ...] = ()  # names; values come from the caller's environment at start
+    host: str = ""  # host side of the bind
+    port: int | None = None
+    listen_host: str = ""  # what the server itself binds: the host, or 0.0.0.0 inside a container
+    infer_args: Mapping[str, Any] = field(default_factory=dict)
+    name: str = ""  # API_MODEL_NAME / the container's name part
+
+    @property
+    def interactive(self) -> bool:
+        return self.kind == "chat"
+
+    @property
+    def local_host(self) -> str:
+        """Where a client on this machine connects."""
+        if self.host in ("0.0.0.0", "", "::", "[::]"):
+            return "127.0.0.1"
+        return self.host
+
+    @property
+    def url(self) -> str:
+        """The base URL: an OpenAI client's `base_url` for the API, the page for the web UI."""
+        host = f"[{self.local_host}]" if ":" in self.local_host else self.local_host
+        base = f"http://{host}:{self.port}"
+        return f"{base}/v1" if self.kind == "api" else f"{base}/"
+
+    @property
+    def ready_url(self) -> str:
+        """What answers once the model is loaded (a 401 without the key still means ready)."""
+        return f"{self.url}/models" if self.kind == "api" else self.url
+
+
+def infer_args(target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """LLaMA-Factory's inference arguments for the run: what it loads from the run, then the settings."""
+    args: dict[str, Any] = {"model_name_or_path": target.model}
+    if target.adapter:
+        args["adapter_name_or_path"] = target.adapter
+        args["finetuning_type"] = "lora"
+    args["template"] = target.template
+    args["infer_backend"] = "huggingface"
+    args.update(target.carried)
+    args.update(settings)
+    return args
+
+
+def lf_argv(args: Mapping[str, Any]) -> list[str]:
+    """`--key value` pairs as HfArgumentParser reads them (bools as true/false)."""
+    argv: list[str] = []
+    for key, value in args.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        argv += [f"--{key}", str(value)]
+    return argv
+
+
+def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt: str | None = None) -> ServePlan:
+    args = infer_args(target, settings)
+    if prompt is None:
+        argv = (CLI, "chat", *lf_argv(args))
+        kind = "chat"
+    else:
+        # LLaMA-Factory's chat CLI is a REPL; one answer for a script comes from its ChatModel (ask.py).
+        argv = ("python", "-m", "rocmft.serve.ask", f"--prompt={prompt}", "--", *lf_argv(args))
+        kind = "ask"
+    return ServePlan(kind, runtime, target.arch, argv, {"PYTHONUNBUFFERED": "1"}, infer_args=args, name=target.name)
+
+
+def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, port: int,
+        caller_env: Mapping[str, str]) -> ServePlan:
+    args = infer_args(target, settings)
+    listen = "0.0.0.0" if runtime == "docker" else host
+    env = {"API_HOST": listen, "API_PORT": str(port), "API_MODEL_NAME": target.name, "PYTHONUNBUFFERED": "1"}
+    secrets = ("API_KEY",) if caller_env.get("API_KEY") else ()
+    return ServePlan("api", runtime, target.arch, (CLI, "api", *lf_argv(args)), env, secrets, host, port, listen,
+                     args, target.name)
+
+
+def webui(arch: str, runtime: str, host: str, port: int) -> ServePlan:
+    listen = "0.0.0.0" if runtime == "docker" else host
+    env = {
+        "GRADIO_SERVER_NAME": listen,
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_ANALYTICS_ENABLED": "False",  # no telemetry calls from a training box
+        "PYTHONUNBUFFERED": "1",
+    }
+    return ServePlan("webui", runtime, arch, (CLI, "webui"), env, (), host, port, listen, {}, "llamaboard")
+
+
+def choose_runtime(requested: str | None, trained: str, arch_is_gpu: bool) -> tuple[str, list[Problem]]:
+    """RUNTIME= if given, else where the run trained; a Slurm/k8s run is tried on this host, in its arch's
+    image for a GPU arch (the cluster's nodes are not where a person chats)."""
+    if requested:
+        if requested not in RUNTIMES:
+            return "", [Problem("", "RUNTIME", f"`{requested}` cannot serve a model here", f"one of: {', '.join(RUNTIMES)}")]
+        return requested, []
+    if trained in RUNTIMES:
+        return trained, []
+    runtime = "docker" if arch_is_gpu else "local"
+    notes = []
+    if trained:
+        notes.append(Problem("", "RUNTIME", f"the run trained on {trained}; chatting on this host with "
+                             f"RUNTIME={runtime}", "RUNTIME=local|docker to choose", severity="note"))
+    return runtime, notes
+
+
+def parse_port(value: str | int | None, default: int) -> tuple[int, list[Problem]]:
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        return default, []
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        return default, [Problem("", "PORT", f"`{text}` is not a TCP port (1-65535)")]
+    return int(text), []
+
+
+def exposure(plan: ServePlan, caller_env: Mapping[str, str]) -> list[Problem]:
+    """Binding beyond this machine: say who can reach it, and what protects it."""
+    if plan.host in LOOPBACK:
+        return []
+    if plan.kind == "api":
+        if caller_env.get("API_KEY"):
+            return [Problem("", "HOST", f"listening on {plan.host}:{plan.port}: other machines can reach the API; "
+                            "requests need API_KEY (sent as a Bearer token), and the traffic is plain HTTP",
+                            severity="note")]
+        return [Problem("", "HOST", f"listening on {plan.host}:{plan.port} with NO authentication: anyone who "
+                        "can reach this machine can use the model", "set API_KEY=<secret> to require a key",
+                        severity="warning")]
+    return [Problem("", "HOST", f"listening on {plan.host}:{plan.port} with NO authentication: anyone who can "
+                    "reach this machine can use LlamaBoard, start trainings and read files it can open",
+                    "keep the default 127.0.0.1 and use an SSH tunnel (ssh -L)", severity="warning")]
+
+
+def curl_line(plan: ServePlan, caller_env: Mapping[str, str]) -> str:
+    """A line to paste: one chat completion from the running API (the key by variable, never its value)."""
+    body = '{"model": "%s", "messages": [{"role": "user", "content": "Hello!"}]}' % plan.name
+    auth = ' -H "Authorization: Bearer $API_KEY"' if caller_env.get("API_KEY") else ""
+    return f"curl {plan.url}/chat/completions -H 'Content-Type: application/json'{auth} -d {shlex.quote(body)}"
