@@ -98,16 +98,19 @@ def run(args) -> int:
     user = overrides(args)
     draft = recipes.load(args.recipe, user)  # for the run name and neat_packing only; prepare re-loads it
     run_name = args.run_name or runs.choose(f"{draft.name}-bench").name
+    from ..validate import where
+
+    if args.runtime and args.runtime not in train.RUNTIMES:
+        raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{args.runtime}`", f"one of: {', '.join(train.RUNTIMES)}")])
     prep = pipeline.prepare(args.recipe, bench.bench_overrides(user, steps, draft.llamafactory), arch=args.arch,
-                            nodes=args.nodes, gpus=args.gpus, run_name=run_name)
+                            nodes=args.nodes, gpus=args.gpus, run_name=run_name,
+                            validate_in=where.for_runtime(args.runtime, args))
     warn(prep.messages)
     if steps <= bench.WARMUP_STEPS:
         print(f"note: STEPS={steps}: the first {max(steps - 1, 0)} step(s) are left out as warmup, so "
               f"{'one step is' if steps > 1 else 'the first step (with its warmup costs) is'} measured; "
               f"use STEPS={bench.DEFAULT_STEPS} for a steadier figure", flush=True)
-    runtime = args.runtime or ("docker" if prep.arch.is_gpu else "local")
-    if runtime not in train.RUNTIMES:
-        raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{runtime}`", f"one of: {', '.join(train.RUNTIMES)}")])
+    runtime = args.runtime or where.default_runtime(prep.arch)
     if runtime == "slurm":
         args.wait = True  # sbatch --wait: the row is written when the job has ended
     result = _plan(prep, steps, args, check_fit=True)
@@ -118,7 +121,7 @@ def run(args) -> int:
     placed = ("arch", "gpus_per_node", "nodes")  # recorded from the prepared recipe, whatever set them
     stored = [o for o in user if o.partition("=")[0] not in placed]
     stored += [f"arch={prep.recipe.arch}", f"gpus_per_node={prep.recipe.gpus_per_node}", f"nodes={prep.recipe.nodes}"]
-    code = module.launch(prep, args)
+    code = train.launch(module, prep, args)  # the runtime's warnings printed as for `make train`
     if prep.run_dir.is_dir():
         bench.write_record(prep.run_dir, recipe_name=prep.recipe.name,
                            recipe_path=prep.recipe.path, steps=steps, stored_overrides=stored)
