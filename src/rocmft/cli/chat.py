@@ -30,11 +30,11 @@ def run(args) -> int:
     messages = list(s.messages)
     if s.runtime == "local":
         messages += raise_if_errors(local.check(chat, s.arch))
-    _say(messages)
-    print(f"[rocmft] {s.target.name}: {s.target.what}, template {s.target.template} ({s.runtime})",
-          file=sys.stderr, flush=True)
+    what = f"[rocmft] {s.target.name}: {s.target.what}, template {s.target.template}"
 
     if s.runtime == "local":
+        _say(messages)
+        print(f"{what} (local)", file=sys.stderr, flush=True)
         if chat.kind == "chat":
             return local.chat(chat, s.arch, os.environ)
         code, tail = local.ask(chat, s.arch, os.environ, verbose=verbose)
@@ -43,7 +43,8 @@ def run(args) -> int:
     from ..serve import docker
 
     client, spec, _ports = docker.prepare(chat, s.arch, image_ref=args.image, gpus=s.gpus, caller_env=os.environ)
-    print(f"[rocmft] container {spec.name} from {spec.image}", file=sys.stderr, flush=True)
+    _say(messages)
+    print(f"{what} (in container {spec.name} from {spec.image})", file=sys.stderr, flush=True)
     if chat.kind == "chat":
         return docker.chat(spec)
     code, answer, tail = docker.ask(client, spec, os.environ, verbose=verbose)

@@ -1,0 +1,92 @@
+"""What chat/serve/webui hand to LLaMA-Factory, as data: argv (its own argument names), environment (its
+API_HOST/API_PORT/API_KEY/API_MODEL_NAME and Gradio's variables), URL, curl line, warnings."""
+
+from __future__ import annotations
+
+from rocmft.serve import plan, settings, target
+from tests.unit.serve.conftest import make_run
+
+KEY = "sk-test-SECRET-123"
+
+
+def run_target(runs_dir, name="r1", **kw):
+    return target.load(make_run(runs_dir, name, **kw))
+
+
+def test_infer_args_come_from_the_run_then_the_settings(runs_dir):
+    args = plan.infer_args(run_target(runs_dir), settings.parse("max_new_tokens=32"))
+    assert args == {"model_name_or_path": "models/tiny-llama", "adapter_name_or_path": f"{runs_dir}/r1/output",
+                    "finetuning_type": "lora", "template": "llama3", "infer_backend": "huggingface",
+                    "flash_attn": "sdpa", "max_new_tokens": 32, "temperature": 0.7, "top_p": 0.9}
+    merged = plan.infer_args(run_target(runs_dir, "m", merged=True), {})
+    assert "adapter_name_or_path" not in merged and merged["model_name_or_path"] == f"{runs_dir}/m/merged"
+
+
+def test_chat_is_llamafactory_cli_chat_and_a_prompt_is_one_answer_from_its_chat_model(runs_dir):
+    t = run_target(runs_dir)
+    repl = plan.chat(t, {"do_sample": False}, "local")
+    assert repl.kind == "chat" and repl.interactive
+    assert repl.argv[:2] == ("llamafactory-cli", "chat")
+    assert list(repl.argv[2:]) == ["--model_name_or_path", "models/tiny-llama", "--adapter_name_or_path",
+                                   f"{runs_dir}/r1/output", "--finetuning_type", "lora", "--template", "llama3",
+                                   "--infer_backend", "huggingface", "--flash_attn", "sdpa", "--do_sample", "false"]
+    one = plan.chat(t, {}, "docker", prompt="-hi, 'you'")
+    assert one.argv[:4] == ("python", "-m", "rocmft.serve.ask", "--prompt=-hi, 'you'") and one.argv[4] == "--"
+    assert not one.interactive
+
+
+def test_api_local_binds_the_asked_host_docker_listens_inside_and_publishes_on_the_host(runs_dir):
+    t = run_target(runs_dir)
+    local = plan.api(t, {}, "local", "127.0.0.1", 8123, {})
+    assert local.argv[:2] == ("llamafactory-cli", "api")
+    assert dict(local.env) == {"API_HOST": "127.0.0.1", "API_PORT": "8123", "API_MODEL_NAME": "r1", "PYTHONUNBUFFERED": "1"}
+    assert local.url == "http://127.0.0.1:8123/v1" and local.ready_url == "http://127.0.0.1:8123/v1/models"
+    assert local.secret_env == ()
+    docker = plan.api(t, {}, "docker", "127.0.0.1", 8123, {"API_KEY": KEY})
+    assert docker.env["API_HOST"] == "0.0.0.0" and docker.host == "127.0.0.1"  # only the published side is exposed
+    assert docker.secret_env == ("API_KEY",) and KEY not in repr(docker)
+
+
+def test_urls_and_curl_line(runs_dir):
+    t = run_target(runs_dir)
+    anywhere = plan.api(t, {}, "local", "0.0.0.0", 9000, {})
+    assert anywhere.url == "http://127.0.0.1:9000/v1"
+    assert plan.curl_line(anywhere, {}) == ("curl http://127.0.0.1:9000/v1/chat/completions -H 'Content-Type: application/json' "
+                                            "-d '{\"model\": \"r1\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'")
+    keyed = plan.curl_line(anywhere, {"API_KEY": KEY})
+    assert '-H "Authorization: Bearer $API_KEY"' in keyed and KEY not in keyed
+    ui = plan.webui("cpu", "local", "::1", 7861)
+    assert ui.url == "http://[::1]:7861/" and ui.argv == ("llamafactory-cli", "webui")
+    assert dict(ui.env) == {"GRADIO_SERVER_NAME": "::1", "GRADIO_SERVER_PORT": "7861",
+                            "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+    assert plan.webui("gfx942", "docker", "127.0.0.1", 7860).env["GRADIO_SERVER_NAME"] == "0.0.0.0"
+
+
+def test_exposure_warns_without_a_key_and_says_nothing_on_loopback(runs_dir):
+    t = run_target(runs_dir)
+    assert plan.exposure(plan.api(t, {}, "local", "127.0.0.1", 8000, {}), {}) == []
+    open_ = plan.exposure(plan.api(t, {}, "local", "0.0.0.0", 8000, {}), {})
+    assert [p.severity for p in open_] == ["warning"] and "NO authentication" in open_[0].line()
+    assert "API_KEY" in open_[0].line()
+    keyed = plan.exposure(plan.api(t, {}, "local", "0.0.0.0", 8000, {"API_KEY": KEY}), {"API_KEY": KEY})
+    assert [p.severity for p in keyed] == ["note"] and "requests need API_KEY" in keyed[0].line()
+    ui = plan.exposure(plan.webui("cpu", "local", "0.0.0.0", 7860), {})
+    assert [p.severity for p in ui] == ["warning"] and "LlamaBoard" in ui[0].line()
+
+
+def test_runtime_is_where_the_run_trained_unless_asked():
+    assert plan.choose_runtime(None, "local", False) == ("local", [])
+    assert plan.choose_runtime(None, "docker", True) == ("docker", [])
+    runtime, notes = plan.choose_runtime(None, "slurm", True)
+    assert runtime == "docker" and notes[0].severity == "note" and "trained on slurm" in notes[0].line()
+    assert plan.choose_runtime("local", "docker", True) == ("local", [])
+    runtime, problems = plan.choose_runtime("k8s", "docker", True)
+    assert runtime == "" and problems[0].line() == "error: RUNTIME: `k8s` cannot serve a model here (one of: local, docker)"
+
+
+def test_parse_port():
+    assert plan.parse_port(None, 8000) == (8000, [])
+    assert plan.parse_port("8123", 8000) == (8123, [])
+    for bad in ("http", "0", "70000", "-1"):
+        port, problems = plan.parse_port(bad, 8000)
+        assert problems[0].line() == f"error: PORT: `{bad}` is not a TCP port (1-65535)"
