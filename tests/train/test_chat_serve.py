@@ -1,0 +1,188 @@
+"""Talking to a real trained tiny-cpu run, as a user does after `make demo` (`pytest -m train`):
+
+- `make chat RUN=<run> PROMPT=hello` prints a non-empty answer on stdout (and only the answer); the same
+  for the run's merged export (`make export`);
+- `make serve` on 127.0.0.1 and a free port: the real `openai` client gets a chat completion and a
+  streamed one; SIGTERM to the make process group (what a terminal's Ctrl-C reaches) and SIGINT to the
+  rocmft process alone both leave nothing listening and no process behind;
+- with API_KEY set, a request without the key is refused (401) and one with it answered.
+
+One tiny-cpu run is trained for the whole module.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PYTHON, ROOT, offline_env, rocmft
+
+pytestmark = pytest.mark.train
+KEY = "sk-rocmft-test-key-789"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, tiny_model):
+    return offline_env(tmp_path_factory.mktemp("chat"))
+
+
+@pytest.fixture(scope="module")
+def run(env) -> Path:
+    proc = rocmft("train", "tiny-cpu", "--runtime", "local", "--run-name", "talk", env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = Path(env["ROCMFT_RUNS"]) / "talk"
+    assert (path / "output" / "adapter_model.safetensors").is_file()
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class Server:
+    """A foreground server command (make serve/webui, rocmft serve) in its own session, its output read
+    line by line, so a test waits for the line that says where it answers."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]):
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, text: str, timeout: float = 240) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            self.lines.append(line)
+            if text in line:
+                return line
+        self.stop(signal.SIGKILL)
+        pytest.fail(f"no line with {text!r}; output:\n" + "\n".join(self.lines[-60:]))
+
+    def stop(self, sig=signal.SIGTERM, group: bool = True, timeout: float = 60) -> int:
+        if group:
+            os.killpg(self.proc.pid, sig)
+        else:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout)
+        while (line := self._queue.get(timeout=5)) is not None:
+            self.lines.append(line)
+        return code
+
+    def group_gone(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def assert_nothing_left(server: Server, port: int) -> None:
+    deadline = time.monotonic() + 10
+    while listening(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not listening(port), f"something still listens on {port}"
+    assert server.group_gone(), "a process of the server's group is still alive"
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"API_PORT={port}" not in out and f"--port {port}" not in out
+
+
+def chat(env, run: Path, prompt: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-s", "chat", f"RUN={run}", f"PROMPT={prompt}", "SET=max_new_tokens=24", *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_make_chat_prompt_prints_an_answer(env, run):
+    proc = chat(env, run, "hello, 'quoted' \"twice\"")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip(), proc.stderr
+    assert "[rocmft]" not in proc.stdout and "INFO" not in proc.stdout  # stdout is the answer alone
+    assert f"{run}/output, template llama3 (local)" in proc.stderr
+
+
+def test_make_chat_last_with_the_merged_export(env, run):
+    copy = run.parent / "talk-merged"
+    shutil.copytree(run, copy)
+    exported = subprocess.run(["make", "-s", "export", f"RUN={copy}"], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=600)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    proc = chat(env, "last", "hello")  # the copy is the newest run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip()
+    assert f"{copy}/merged (merged export), template llama3" in proc.stderr
+
+
+def test_make_serve_answers_the_openai_client_and_stops_on_sigterm(env, run):
+    import openai
+
+    port = free_port()
+    server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "SET=max_new_tokens=16"], env)
+    server.wait_for("Ctrl-C stops it")
+    text = "\n".join(server.lines)
+    assert f"OpenAI base URL: http://127.0.0.1:{port}/v1" in text
+    assert f"curl http://127.0.0.1:{port}/v1/chat/completions" in text
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+    assert [m.id for m in client.models.list().data] == ["talk"]
+    done = client.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hello"}])
+    assert done.choices[0].message.content.strip() and done.usage.completion_tokens > 0
+    stream = client.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hello"}], stream=True)
+    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert "".join(pieces).strip() and len(pieces) > 1  # token by token
+    server.stop(signal.SIGTERM)
+    assert_nothing_left(server, port)
+    assert any(f"stopped (SIGTERM); nothing is listening on port {port}" in line for line in server.lines)
+
+
+def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_stops_it(env, run):
+    import openai
+
+    port = free_port()
+    server = Server([PYTHON, "-m", "rocmft.cli.main", "serve", str(run), "--port", str(port),
+                     "--set", "max_new_tokens=8"], {**env, "API_KEY": KEY})
+    server.wait_for("Ctrl-C stops it")
+    assert KEY not in "\n".join(server.lines)  # by name only: `Bearer $API_KEY`
+    assert any('-H "Authorization: Bearer $API_KEY"' in line for line in server.lines)
+    anonymous = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        anonymous.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hi"}])
+    import urllib.error
+    import urllib.request
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with pytest.raises(urllib.error.HTTPError) as refused:  # no Authorization header at all
+        direct.open(f"http://127.0.0.1:{port}/v1/models", timeout=10)
+    assert refused.value.code == 401
+    keyed = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
+    assert keyed.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hi"}]).choices
+    assert server.stop(signal.SIGINT, group=False) == 0  # the launcher alone: it stops its server itself
+    assert_nothing_left(server, port)
