@@ -1,0 +1,119 @@
+"""`make webui` for the CPU demo, looked at by a real headless Chromium (`pytest -m train`).
+
+Chromium is driven through its DevTools protocol (a websocket; `websockets` comes with Gradio): load the
+page, wait until LlamaBoard has filled in its labels (they arrive from the server after the page loads),
+assert on the tabs and controls a person sees, save a screenshot next to the test's temporary files, then
+stop the server and check nothing listens any more. Chromium is Debian's `chromium` (CI installs it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import offline_env
+from tests.train.test_chat_serve import Server, assert_nothing_left, free_port
+
+pytestmark = pytest.mark.train
+# Root in a container or CI needs --no-sandbox; the rest keeps a headless browser off the network.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1800"]
+TABS = ["Train", "Evaluate & Predict", "Chat", "Export"]
+CONTROLS = ["Language", "Model name", "Model path", "Finetuning method", "Chat template", "Dataset",
+            "Learning rate", "Epochs", "Cutoff length", "Batch size", "LoRA configurations", "Preview command",
+            "Start", "Abort"]
+
+
+def chromium() -> str:
+    found = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
+    if found:
+        return found
+    message = "Debian's chromium is not installed (apt-get install -y chromium)"
+    if os.environ.get("ROCMFT_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{message}: CI installs it")
+    pytest.skip(reason=message)
+
+
+class DevTools:
+    """The smallest DevTools client: one page, request/response by id."""
+
+    def __init__(self, ws_url: str):
+        from websockets.sync.client import connect
+
+        self.ws = connect(ws_url, max_size=64 * 1024 * 1024, proxy=None)
+        self.next_id = 0
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=60))
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    def evaluate(self, expression: str):
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+
+
+def open_browser(profile: Path) -> tuple[subprocess.Popen, DevTools]:
+    proc = subprocess.Popen([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    active = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + 60
+    while not (active.is_file() and active.read_text().strip()) and time.monotonic() < deadline:
+        assert proc.poll() is None, "chromium exited at start"
+        time.sleep(0.2)
+    port = int(active.read_text().split()[0])
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    pages = json.loads(direct.open(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+    page = next(p for p in pages if p.get("type") == "page")
+    return proc, DevTools(page["webSocketDebuggerUrl"])
+
+
+def test_make_webui_cpu_demo_shows_llamaboard_in_chromium(tmp_path, tiny_model):
+    env = offline_env(tmp_path, BROWSER="true")  # Gradio's inbrowser=True must not open a browser of its own
+    port = free_port()
+    server = Server(["make", "-s", "webui", f"PORT={port}"], env)
+    line = server.wait_for("LlamaBoard: ")
+    assert f"LlamaBoard: http://127.0.0.1:{port}/  (cpu, local)" in line
+    browser = None
+    try:
+        browser, tools = open_browser(tmp_path / "chromium-profile")
+        tools.call("Page.enable")
+        tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
+        deadline, text = time.monotonic() + 90, ""
+        while time.monotonic() < deadline:
+            text = tools.evaluate("document.body ? document.body.innerText : ''") or ""
+            if all(label in text for label in CONTROLS):
+                break
+            time.sleep(0.5)
+        shot = tmp_path / "llamaboard.png"
+        shot.write_bytes(base64.b64decode(tools.call("Page.captureScreenshot", format="png")["data"]))
+        print(f"screenshot: {shot}")
+        assert shot.stat().st_size > 10_000
+        tabs = tools.evaluate("Array.from(document.querySelectorAll('button[role=tab]')).map(b => b.innerText.trim())")
+        assert tabs == TABS, tabs
+        missing = [label for label in CONTROLS if label not in text]
+        assert not missing, f"LlamaBoard's controls not in the page: {missing} (screenshot: {shot})"
+        assert tools.evaluate("document.title").startswith("LLaMA Factory")
+        inputs = tools.evaluate("document.querySelectorAll('input, textarea, button').length")
+        assert inputs > 50  # a form to work with, not an error page
+    finally:
+        if browser is not None:
+            browser.terminate()
+            browser.wait(30)
+    server.stop(signal.SIGINT)  # what Ctrl-C sends to the terminal's process group
+    assert_nothing_left(server, port)
+    assert any(f"stopped (SIGINT); nothing is listening on port {port}" in line for line in server.lines)
