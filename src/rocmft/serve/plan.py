@@ -99,7 +99,12 @@ def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt: str 
         # LLaMA-Factory's chat CLI is a REPL; one answer for a script comes from its ChatModel (ask.py).
         argv = ("python", "-m", "rocmft.serve.ask", f"--prompt={prompt}", "--", *lf_argv(args))
         kind = "ask"
-    return ServePlan(kind, runtime, target.arch, argv, {"PYTHONUNBUFFERED": "1"}, infer_args=args, name=target.name)
+    env = {"PYTHONUNBUFFERED": "1"}
+    if kind == "ask" and runtime == "docker":
+        # the mounted checkout's rocmft (the working directory's src/), not the copy baked into the image:
+        # an image built before this command existed still answers
+        env["PYTHONPATH"] = "src"
+    return ServePlan(kind, runtime, target.arch, argv, env, infer_args=args, name=target.name)
 
 
 def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, port: int,

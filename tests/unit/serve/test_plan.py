@@ -33,6 +33,8 @@ def test_chat_is_llamafactory_cli_chat_and_a_prompt_is_one_answer_from_its_chat_
     one = plan.chat(t, {}, "docker", prompt="-hi, 'you'")
     assert one.argv[:4] == ("python", "-m", "rocmft.serve.ask", "--prompt=-hi, 'you'") and one.argv[4] == "--"
     assert not one.interactive
+    assert one.env["PYTHONPATH"] == "src"  # the mounted checkout's ask.py, whatever the image holds
+    assert "PYTHONPATH" not in plan.chat(t, {}, "local", prompt="hi").env
 
 
 def test_api_local_binds_the_asked_host_docker_listens_inside_and_publishes_on_the_host(runs_dir):
