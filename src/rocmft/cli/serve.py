@@ -21,7 +21,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import os
 
-    from ..problems import Problem, ProblemReport, raise_if_errors
+    from ..problems import ProblemReport, raise_if_errors
     from ..serve import plan, ports, session
 
     host = (args.host or "127.0.0.1").strip()

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..arches import Arch
 from ..host import HostFacts

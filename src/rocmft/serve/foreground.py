@@ -13,8 +13,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 from . import ports
 from .plan import ServePlan

@@ -6,8 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from .. import paths
 from ..arches import Arch

@@ -13,9 +13,11 @@ network namespace, and only the host side of the published port decides who can 
 
 from __future__ import annotations
 
+import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from ..problems import Problem
 from .target import Target
@@ -173,6 +175,6 @@ def exposure(plan: ServePlan, caller_env: Mapping[str, str]) -> list[Problem]:
 
 def curl_line(plan: ServePlan, caller_env: Mapping[str, str]) -> str:
     """A line to paste: one chat completion from the running API (the key by variable, never its value)."""
-    body = '{"model": "%s", "messages": [{"role": "user", "content": "Hello!"}]}' % plan.name
+    body = json.dumps({"model": plan.name, "messages": [{"role": "user", "content": "Hello!"}]})
     auth = ' -H "Authorization: Bearer $API_KEY"' if caller_env.get("API_KEY") else ""
     return f"curl {plan.url}/chat/completions -H 'Content-Type: application/json'{auth} -d {shlex.quote(body)}"

@@ -7,7 +7,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 
 from ..problems import Problem
 

@@ -4,8 +4,9 @@ GPUs, with every problem of the command line reported at once."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .. import arches
 from ..arches import Arch

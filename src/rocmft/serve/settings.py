@@ -83,9 +83,8 @@ def _typed(key: str, raw: str) -> tuple[Any, str]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None, f"`{raw}` is not a number"
         value = float(value)
-    elif choices:
-        if value not in choices:
-            return None, f"`{raw}` is not one of: {', '.join(choices)}"
+    elif choices and value not in choices:
+        return None, f"`{raw}` is not one of: {', '.join(choices)}"
     if key in ("max_new_tokens", "max_length", "num_beams", "top_k") and value < 1:
         return None, f"must be at least 1, got {value}"
     if key == "temperature" and value < 0:

@@ -90,5 +90,5 @@ def test_parse_port():
     assert plan.parse_port(None, 8000) == (8000, [])
     assert plan.parse_port("8123", 8000) == (8123, [])
     for bad in ("http", "0", "70000", "-1"):
-        port, problems = plan.parse_port(bad, 8000)
+        _, problems = plan.parse_port(bad, 8000)
         assert problems[0].line() == f"error: PORT: `{bad}` is not a TCP port (1-65535)"

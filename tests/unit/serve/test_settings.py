@@ -48,7 +48,12 @@ def _base(tp):
 
 
 def test_the_key_table_is_what_llamafactory_parses_at_inference():
-    from llamafactory.hparams import DataArguments, FinetuningArguments, GeneratingArguments, ModelArguments
+    from llamafactory.hparams import (
+        DataArguments,
+        FinetuningArguments,
+        GeneratingArguments,
+        ModelArguments,
+    )
 
     fields = {}
     for cls in (GeneratingArguments, ModelArguments, DataArguments, FinetuningArguments):
