@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -39,6 +40,7 @@ class Pump(threading.Thread):
         super().__init__(daemon=True)
         self.source, self.log_path, self.show = chunks, log_path, show
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.hide_once = ""  # the access-log line of our own readiness probe: not the user's request
 
     def run(self) -> None:
         pending = b""
@@ -59,6 +61,9 @@ class Pump(threading.Thread):
     def _line(self, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace").rstrip("\r")
         self.tail.append(text)
+        if self.hide_once and self.hide_once in text:
+            self.hide_once = ""
+            return
         if self.show:
             print(text, flush=True)
 
@@ -80,6 +85,7 @@ def serve(plan: ServePlan, handle: Handle, log_path: Path, *, ready_lines: Calla
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     ready, code = False, None
     pump = Pump(handle.chunks(), log_path, show=verbose)
+    pump.hide_once = f"GET {urllib.parse.urlsplit(plan.ready_url).path} " if plan.kind == "api" else ""
     try:
         pump.start()
         ready = ports.wait_ready(plan.ready_url, handle.alive, lambda: bool(stopping))
