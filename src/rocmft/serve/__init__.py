@@ -7,9 +7,11 @@ The flow, one job per module:
                keys LLaMA-Factory's inference parser takes
   plan.py      pure: target + settings + host/port -> a `ServePlan` (argv, environment, secret names,
                the port to publish, the URL): what a test pins as data
+  session.py   the above for one command line, every problem reported at once
   ports.py     is the port free, is the server answering
   local.py     runs a plan as a process of this venv; docker.py runs it in the arch's container with the
                port published (the container spec comes from launch/docker, as for training)
+  foreground.py  a server until Ctrl-C/SIGTERM: URL once it answers, its log, nothing left behind
   ask.py       what runs INSIDE the runtime for `PROMPT=`: LLaMA-Factory's ChatModel answers one prompt
 
 Nothing here imports torch or LLaMA-Factory except ask.py, which only ever runs in the job's runtime.
