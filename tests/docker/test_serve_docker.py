@@ -44,7 +44,7 @@ def test_make_serve_in_the_container_answers_through_the_published_port(client, 
     before = {c.id for c in serve_containers(client)}
     port = free_port()
     server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "RUNTIME=docker",
-                     "SET=max_new_tokens=12"], {**env, "API_KEY": KEY})
+                     "SET=max_new_tokens=12 do_sample=false"], {**env, "API_KEY": KEY})
     server.wait_for("Ctrl-C stops it", timeout=300)
     ours = [c for c in serve_containers(client) if c.id not in before]
     assert len(ours) == 1
@@ -71,7 +71,7 @@ def test_make_serve_in_the_container_answers_through_the_published_port(client, 
 def test_make_chat_prompt_in_the_container(client, env, run):  # noqa: F811
     before = {c.id for c in serve_containers(client)}
     proc = subprocess.run(["make", "-s", "chat", f"RUN={run}", "PROMPT=hello", "RUNTIME=docker",
-                           "SET=max_new_tokens=16"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                           "SET=max_new_tokens=16 do_sample=false"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert proc.stdout.strip() and "INFO" not in proc.stdout
     assert "in container rocmft-ask-served-" in proc.stderr
