@@ -75,10 +75,16 @@ def serve(plan: ServePlan, handle: Handle, log_path: Path, *, ready_lines: Calla
     stopping: list[int] = []
     stoppers: list[threading.Thread] = []
 
+    first: list[float] = []
+
     def on_signal(signum, _frame):
         stopping.append(signum)
+        first.append(first[0] if first else time.monotonic())
+        # A second signal kills, unless it came with the first: `kill -TERM -<make's group>` reaches us
+        # directly and again through make, which forwards SIGTERM to its children.
+        kill = len(stopping) > 1 and time.monotonic() - first[0] > 1.0
         # A thread, not the handler: the main thread may be inside a blocking SDK call.
-        thread = threading.Thread(target=handle.stop, args=(len(stopping) > 1,), daemon=True)
+        thread = threading.Thread(target=handle.stop, args=(kill,), daemon=True)
         stoppers.append(thread)
         thread.start()
 
