@@ -41,7 +41,8 @@ def container(plan: ServePlan, arch: Arch, facts: HostFacts, *, image: str, call
     # API_KEY is a secret of this command only (launch's SECRET_ENV is the job's): by name, value at create
     secrets = tuple(dict.fromkeys((*spec.secret_env, *plan.secret_env)))
     spec = dataclasses.replace(spec, labels=labels, secret_env=secrets)
-    ports = {f"{plan.port}/tcp": (plan.host.strip("[]"), plan.port)} if plan.port else {}
+    host_ip = "127.0.0.1" if plan.host == "localhost" else plan.host.strip("[]")  # Docker takes an address
+    ports = {f"{plan.port}/tcp": (host_ip, plan.port)} if plan.port else {}
     return spec, ports
 
 

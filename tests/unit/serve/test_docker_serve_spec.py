@@ -63,3 +63,9 @@ def test_webui_container_publishes_gradio_and_mounts_the_hf_cache():
     assert spec.command == ("llamafactory-cli", "webui") and spec.environment["GRADIO_SERVER_NAME"] == "0.0.0.0"
     assert any(m.source == "/data/hf" for m in spec.mounts) and spec.environment["HF_HOME"] == "/data/hf"
     assert any(m.source == ROOT for m in spec.mounts)
+
+
+def test_localhost_is_published_as_an_address():
+    ui = plan.webui("cpu", "docker", "localhost", 7860)
+    _, ports = docker.container(ui, A["cpu"], laptop(), image="rocmft:cpu", caller_env={})
+    assert ports == {"7860/tcp": ("127.0.0.1", 7860)}
