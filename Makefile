@@ -37,11 +37,10 @@ host: ## the light host in .venv: the rocmft CLI + jinja2, pyyaml, rich, Docker 
 setup: host ## the CPU training venv: + CPU torch (never CUDA), pinned LLaMA-Factory/DeepSpeed, test tools (TORCH_INDEX_URL=)
 	@bash scripts/setup-venv.sh
 
-# RUNTIME=local (the default for cpu recipes) trains in this venv and needs the CPU training stack; docker,
-# slurm and k8s run the image's own stack, so the light host is enough. The CLI says which one RECIPE gets.
-define stack_if_local
-	@if [[ "$$($(ROCMFT) train $(RECIPE) --print-runtime --set '$(SET)' $(call opt,--runtime,$(RUNTIME)) $(call opt,--arch,$(ARCH)) 2>/dev/null)" == local ]]; then \
-	  bash scripts/setup-venv.sh; fi
-endef
+# RUNTIME=local (the default for cpu recipes and runs) runs in this venv and needs the CPU training stack;
+# docker, slurm and k8s run the image's own stack, so the light host is enough. The CLI says which one a
+# command resolves to (--print-runtime); a command it cannot resolve reports its own error after.
+stack_when_local = @if [[ "$$($(ROCMFT) $(1) --print-runtime 2>/dev/null)" == local ]]; then bash scripts/setup-venv.sh; fi
+stack_if_local = $(call stack_when_local,train $(RECIPE) --set '$(SET)' $(call opt,--runtime,$(RUNTIME)) $(call opt,--arch,$(ARCH)))
 
 include mk/*.mk

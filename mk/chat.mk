@@ -12,11 +12,14 @@ PORT ?=
 ON_CMDLINE = $(if $(filter command line,$(origin $(1))),$($(1)))
 SERVE_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
 
-chat: setup ## talk to a run with its adapter (or merged export) and template (RUN=<dir>|last, PROMPT="..." answers once, SET=, RUNTIME=)
+chat: host ## talk to a run with its adapter (or merged export) and template (RUN=<dir>|last, PROMPT="..." answers once, SET=, RUNTIME=)
+	$(call stack_when_local,chat $(if $(RUN),$(RUN),last) --set '$(SET)' $(SERVE_FLAGS))
 	@$(ROCMFT) chat $(if $(RUN),$(RUN),last) --set '$(SET)' $(if $(call ON_CMDLINE,PROMPT),--prompt="$$PROMPT") $(SERVE_FLAGS)
 
-serve: setup ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, API_KEY= requires a key, SET=, RUNTIME=)
+serve: host ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, API_KEY= requires a key, SET=, RUNTIME=)
+	$(call stack_when_local,serve $(if $(RUN),$(RUN),last) --set '$(SET)' $(SERVE_FLAGS))
 	@$(ROCMFT) serve $(if $(RUN),$(RUN),last) --set '$(SET)' $(call opt,--port,$(PORT)) $(call opt,--host,$(call ON_CMDLINE,HOST)) $(SERVE_FLAGS)
 
-webui: setup ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; GPU arches in their container)
+webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; GPU arches in their container)
+	$(call stack_when_local,webui $(call opt,--arch,$(ARCH)) $(SERVE_FLAGS))
 	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call ON_CMDLINE,HOST)) $(SERVE_FLAGS)

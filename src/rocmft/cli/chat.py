@@ -14,6 +14,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--runtime", default=None, help="local | docker (default: where the run trained)")
     parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
     parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
+    parser.add_argument("--print-runtime", action="store_true",
+                        help="print where this would run (local | docker) and exit (make installs the CPU stack for local)")
     parser.add_argument("--verbose", action="store_true", help="show the model's loading log")
 
 
@@ -26,6 +28,9 @@ def run(args) -> int:
 
     verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
     s = session.for_run(args.run, args.set_string, args.runtime, args.gpus)
+    if args.print_runtime:
+        print(s.runtime)
+        return 0
     chat = plan.chat(s.target, s.settings, s.runtime, prompt=args.prompt)
     messages = list(s.messages)
     if s.runtime == "local":

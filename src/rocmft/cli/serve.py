@@ -15,6 +15,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--runtime", default=None, help="local | docker (default: where the run trained)")
     parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
     parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
+    parser.add_argument("--print-runtime", action="store_true",
+                        help="print where this would run (local | docker) and exit (make installs the CPU stack for local)")
     parser.add_argument("--verbose", action="store_true", help="show the model's loading log too")
 
 
@@ -28,6 +30,9 @@ def run(args) -> int:
     port, problems = plan.parse_port(args.port, plan.API_PORT)
     try:
         s = session.for_run(args.run, args.set_string, args.runtime, args.gpus)
+        if args.print_runtime:
+            print(s.runtime)
+            return 0
     except ProblemReport as report:
         raise ProblemReport([*report.problems, *problems]) from None
     raise_if_errors(problems)

@@ -13,6 +13,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--runtime", default=None, help="local | docker (default: docker for GPU arches, local for cpu)")
     parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
     parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
+    parser.add_argument("--print-runtime", action="store_true",
+                        help="print where this would run (local | docker) and exit (make installs the CPU stack for local)")
     parser.add_argument("--verbose", action="store_true", help="show Gradio's start-up log too")
 
 
@@ -25,6 +27,9 @@ def run(args) -> int:
     port, problems = plan.parse_port(args.port, plan.WEBUI_PORT)
     try:
         arch, runtime, gpus = session.for_arch(args.arch, args.runtime, args.gpus)
+        if args.print_runtime:
+            print(runtime)
+            return 0
     except ProblemReport as report:
         raise ProblemReport([*report.problems, *problems]) from None
     raise_if_errors(problems)
