@@ -66,10 +66,10 @@ uv_install --no-build-isolation "deepspeed==$(pin deepspeed)"
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -f "$site"/torchaudio/lib/*.so
 # Fail here, not in the first training run, if the stack does not import or is not the CPU build.
-# (stderr kept for a failure only: DeepSpeed warns on every import that it found no accelerator)
+# (DeepSpeed logs on every import that it found no accelerator, to stdout: only the check's own lines shown)
 check_log=$(mktemp)
 trap 'rm -f "$check_log"' EXIT
-"$VENV/bin/python" - "$where" "$CPU_INDEX" 2>"$check_log" <<'PY' || { grep -v real_accelerator "$check_log" | tail -20 >&2; exit 1; }
+"$VENV/bin/python" - "$where" "$CPU_INDEX" >"$check_log" 2>&1 <<'PY' || { grep -v real_accelerator "$check_log" | tail -20 >&2; exit 1; }
 import importlib.metadata as md
 import sys
 import deepspeed, llamafactory, llamafactory.data.mm_plugin, llamafactory.hparams, torch  # noqa: F401
@@ -80,6 +80,7 @@ if torch.version.cuda or torch.version.hip or gpu:
              f"point TORCH_INDEX_URL at a CPU wheel index ({cpu_index}) and remove .venv")
 print(f"    torch {torch.__version__}, llamafactory {llamafactory.__version__}, deepspeed {deepspeed.__version__}")
 PY
+grep '^    torch ' "$check_log"
 rm -f "$VENV"/.rocmft-setup-*
 touch "$stamp"
 echo "==> $VENV ready"
