@@ -202,7 +202,11 @@ def _run_docker(place: Place, root: Path, request_file: Path) -> list[Problem]:
     container = client.containers.create(**container_request(place.ref, root, request_file, os.getuid(), os.getgid()))
     try:
         container.start()
-        code = container.wait(timeout=TIMEOUT_S).get("StatusCode", 1)
+        try:
+            code = container.wait(timeout=TIMEOUT_S).get("StatusCode", 1)
+        except Exception:  # requests' ReadTimeout: the checker hung (a stuck import, a full disk)
+            return [Problem("", "", f"the checks in {place.label} did not finish within {TIMEOUT_S} s",
+                            "`docker run --rm -it <image> bash` and import llamafactory to see why")]
         output = container.logs(stdout=True, stderr=True).decode(errors="replace")
     finally:
         container.remove(force=True)
@@ -210,8 +214,11 @@ def _run_docker(place: Place, root: Path, request_file: Path) -> list[Problem]:
 
 
 def _run_apptainer(place: Place, root: Path, request_file: Path) -> list[Problem]:
-    proc = subprocess.run(apptainer_argv(place.ref, root, request_file), capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
+    try:
+        proc = subprocess.run(apptainer_argv(place.ref, root, request_file), capture_output=True, text=True,
+                              timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return [Problem("", "", f"the checks in {place.label} did not finish within {TIMEOUT_S} s")]
     return _answer(place, proc.stdout + proc.stderr, proc.returncode)
 
 
