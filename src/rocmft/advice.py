@@ -16,7 +16,12 @@ def rank(report: dict[str, Any], arch: Arch | None, run_name: str, checkpoint: s
         target = "bf16" if arch is not None and arch.bf16 else "fp32"
         why = "same memory, fp32's exponent range" if target == "bf16" else f"{arch.name if arch else 'this arch'} has no fast bf16"
         advice.append(f"switch precision fp16 -> {target} ({why}): make train {resume}SET=\"precision={target}\"")
-    if lr:
+    if lr and report.get("reason") == "collapsed":
+        # A dead network does not come back by halving: the step that killed it was far too large.
+        start = "from the last good checkpoint" if checkpoint else "from the start (no checkpoint before it)"
+        advice.append(f"lower the learning rate tenfold ({lr:g} -> {lr / 10:g}) and train again {start}: "
+                      f"make train {resume}SET=\"learning_rate={lr / 10:g}\"")
+    elif lr:
         advice.append(f"halve the learning rate ({lr:g} -> {lr / 2:g}): make train {resume}SET=\"learning_rate={lr / 2:g}\"")
     if not report.get("max_grad_norm"):
         advice.append("enable gradient clipping: SET=\"max_grad_norm=1.0\"")

@@ -1,4 +1,9 @@
-"""Stops a diverging run inside the training processes and leaves `diverged.json` with the evidence.
+"""Stops a diverging or collapsed run inside the training processes and leaves `diverged.json` with the evidence.
+
+Diverged: the loss or gradient norm blew up. Collapsed: the network died quietly, which the Trainer would
+report as a success: the gradient norm is exactly 0 while the learning rate is above 0 (nothing can learn
+any more), or the loss sits at ln(vocab size), a uniform prediction, after it had been lower. Each must hold
+for `grad_norm_patience` logged steps in a row.
 
 Every rank sees the same logged loss and grad norm (the Trainer reduces them before logging), so every
 rank raises at the same step: no rank is left waiting in a collective. Raising (rather than asking the
@@ -20,6 +25,8 @@ from transformers import TrainerCallback
 
 DEFAULTS = {"grad_norm_max": 100.0, "grad_norm_patience": 3, "loss_rise_factor": 5.0, "min_steps": 3}
 TAIL = 20
+# A loss within this fraction of ln(vocab) is "at" the uniform prediction (6.7056 +- 0.013 for 816 tokens).
+UNIFORM_TOLERANCE = 0.002
 
 
 class Diverged(RuntimeError):
@@ -54,6 +61,14 @@ class DivergenceDetector:
         self.min_loss = math.inf
         self.seen = 0
         self.high_norm_streak = 0
+        self.zero_norm_streak = 0
+        self.uniform_streak = 0
+        self.vocab_size: int | None = None  # set when the model is known (on_train_begin)
+        self.reason = "diverged"  # or "collapsed", once feed() returned a cause
+
+    def _collapsed(self, cause: str) -> str:
+        self.reason = "collapsed"
+        return cause
 
     def feed(self, step: int, logs: dict[str, Any]) -> str | None:
         loss, norm, lr = logs.get("loss"), logs.get("grad_norm"), logs.get("learning_rate")
@@ -68,6 +83,11 @@ class DivergenceDetector:
             if self.high_norm_streak >= self.t.grad_norm_patience:
                 return (f"gradient norm above {self.t.grad_norm_max:g} for {self.high_norm_streak} logged steps "
                         f"(now {norm:.3g} at step {step})")
+            learning = lr is None or float(lr) > 0
+            self.zero_norm_streak = self.zero_norm_streak + 1 if norm == 0.0 and learning else 0
+            if self.zero_norm_streak >= self.t.grad_norm_patience:
+                return self._collapsed(f"gradient norm exactly 0 for {self.zero_norm_streak} logged steps "
+                                       f"with the learning rate above 0 (step {step}): the network no longer learns")
         if loss is None:
             return None
         loss = float(loss)
@@ -75,6 +95,15 @@ class DivergenceDetector:
         if not math.isfinite(loss):
             return f"loss became {loss} at step {step}"
         self.seen += 1
+        if self.vocab_size and self.vocab_size > 1:
+            uniform = math.log(self.vocab_size)
+            tolerance = UNIFORM_TOLERANCE * uniform
+            pinned = abs(loss - uniform) <= tolerance and self.min_loss < uniform - tolerance
+            self.uniform_streak = self.uniform_streak + 1 if pinned else 0
+            if self.uniform_streak >= self.t.grad_norm_patience:
+                return self._collapsed(f"loss pinned at {loss:.4f} = ln({self.vocab_size}), a uniform "
+                                       f"prediction, for {self.uniform_streak} logged steps after it had been "
+                                       f"{self.min_loss:.4f} (step {step})")
         if self.seen > self.t.min_steps and loss > self.t.loss_rise_factor * self.min_loss:
             return (f"loss rose to {loss:.4g} at step {step}, above {self.t.loss_rise_factor:g}x its "
                     f"running minimum {self.min_loss:.4g}")
@@ -88,13 +117,20 @@ class WatchdogCallback(TrainerCallback):
         self.run_dir = run_dir
         self.context = context  # precision, arch, recipe learning rate...: for the advice
 
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        config = getattr(model, "config", None)
+        vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", None)
+        self.detector.vocab_size = int(vocab) if vocab else None
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         cause = self.detector.feed(state.global_step, logs or {})
         if cause is None:
             return
         d = self.detector
         report = {
+            "reason": d.reason,
             "cause": cause,
+            "vocab_size": d.vocab_size,
             "step": state.global_step,
             "loss_tail": [list(x) for x in d.losses],
             "grad_norm_tail": [list(x) for x in d.grad_norms],

@@ -38,9 +38,10 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
         first_bad = _first_bad_step(report)
         good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < first_bad]
         checkpoint = runs.relative(good[-1]) if good else None
-        runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), final_loss=final,
-                  last_good_checkpoint=checkpoint)
-        print(f"[rocmft] DIVERGED: {report.get('cause')}", flush=True)
+        reason = report.get("reason", "diverged")
+        runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), reason=reason,
+                  final_loss=final, last_good_checkpoint=checkpoint)
+        print(f"[rocmft] {reason.upper()}: {report.get('cause')}", flush=True)
         print(f"[rocmft] last good checkpoint: {checkpoint or 'none (no checkpoint before the divergence)'}", flush=True)
         for i, line in enumerate(advice.rank(report, arches.table().get(arch_name), run_dir.name, checkpoint), 1):
             print(f"[rocmft]   {i}. {line}", flush=True)
