@@ -96,11 +96,20 @@ def auto(arch) -> Place:
 
 
 def for_docker(arch, image_ref: str | None = None) -> Place:
-    """RUNTIME=docker: the image the job will run; a missing daemon or image stops here (the job could not run)."""
+    """RUNTIME=docker: the image the job will run; a missing daemon or image stops here (the job could not run).
+    A GPU arch on a host without any GPU is said first: no image would help there."""
+    from .. import host
     from ..image.docker_api import connect
+    from ..launch.docker.checks import no_gpu
     from ..launch.docker.daemon import resolve_image
 
-    tag, image = resolve_image(connect(), arch, image_ref)
+    missing = no_gpu(arch, host.gather()) if arch.is_gpu else []
+    try:
+        tag, image = resolve_image(connect(), arch, image_ref)
+    except ProblemReport as report:
+        raise ProblemReport(missing + report.problems) from None
+    if missing:
+        raise ProblemReport(missing)
     return in_image(tag, image.id)
 
 

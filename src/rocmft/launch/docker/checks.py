@@ -11,6 +11,15 @@ from ..plan import LaunchPlan
 from .spec import ContainerSpec
 
 
+def no_gpu(arch: Arch, host: HostFacts) -> list[Problem]:
+    """A GPU arch on a host with no AMD GPU at all: the first thing to say, before images or files."""
+    if not arch.is_gpu or host.gpus:
+        return []
+    where = "/dev/kfd is missing" if KFD not in host.devices else "no GPU in the KFD topology"
+    return [Problem("", "ARCH", f"no AMD GPU found on this host ({where}); the recipe targets {arch.name}",
+                    "`make doctor` explains what is missing; on a machine without a GPU, `make demo` trains on CPU")]
+
+
 def check_host(plan: LaunchPlan, arch: Arch, host: HostFacts) -> list[Problem]:
     """Before anything starts: does this host have the GPUs the plan asks for, of the right arch?"""
     problems = []
@@ -20,10 +29,7 @@ def check_host(plan: LaunchPlan, arch: Arch, host: HostFacts) -> list[Problem]:
     if not arch.is_gpu:
         return problems
     if not host.gpus:
-        where = "/dev/kfd is missing" if KFD not in host.devices else "no GPU in the KFD topology"
-        problems.append(Problem("", "ARCH", f"no AMD GPU found on this host ({where}); the recipe targets {arch.name}",
-                                "`make doctor` explains what is missing; on a machine without a GPU, `make demo` trains on CPU"))
-        return problems
+        return problems + no_gpu(arch, host)
     count = len(host.gpus)
     if plan.visible_devices:
         unknown = [i for i in plan.visible_devices if int(i) >= count]
