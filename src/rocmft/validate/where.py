@@ -103,7 +103,7 @@ def for_docker(arch, image_ref: str | None = None) -> Place:
     from ..launch.docker.checks import no_gpu
     from ..launch.docker.daemon import resolve_image
 
-    missing = no_gpu(arch, host.gather()) if arch.is_gpu else []
+    missing = no_gpu(arch, host.gather(tools=False)) if arch.is_gpu else []
     try:
         tag, image = resolve_image(connect(), arch, image_ref)
     except ProblemReport as report:
