@@ -32,12 +32,15 @@ class Arch:
     gpus_per_node: int
     bf16: bool
     peak_tflops: Mapping[str, float] = field(default_factory=dict)
+    mfu: tuple[float, float] | None = None  # planner's default utilisation range of the dense peak (sources in the table)
     attention: str = "sdpa"
     flash_attn: str = "none"
     bitsandbytes: bool = False
     hipblaslt: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
     rccl_env: Mapping[str, str] = field(default_factory=dict)
+    # Only for a run on all gpus_per_node GPUs of a single node (AMD's RCCL channel count is tuned for that).
+    full_node_env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_gpu(self) -> bool:
@@ -64,12 +67,14 @@ def _build(name: str, entry: dict, defaults: dict) -> Arch:
         gpus_per_node=int(merged["gpus_per_node"]),
         bf16=bool(merged["bf16"]),
         peak_tflops=MappingProxyType(dict(merged.get("peak_tflops") or {})),
+        mfu=tuple(float(v) for v in merged["mfu"]) if merged.get("mfu") else None,
         attention=merged.get("attention", "sdpa"),
         flash_attn=merged.get("flash_attn", "none"),
         bitsandbytes=bool(merged.get("bitsandbytes", False)),
         hipblaslt=bool(merged.get("hipblaslt", False)),
         env=MappingProxyType({k: str(v) for k, v in (merged.get("env") or {}).items()}),
         rccl_env=MappingProxyType({k: str(v) for k, v in (merged.get("rccl_env") or {}).items()}),
+        full_node_env=MappingProxyType({k: str(v) for k, v in (entry.get("full_node_env") or {}).items()}),
     )
 
 

@@ -22,8 +22,12 @@ LABEL_PREFIX = "ai.rocmft."
 # Where the wheelhouse sits inside the build context (whatever folder it came from on the host).
 CONTEXT_WHEELHOUSE = "wheelhouse/{arch}"
 # DeepSpeed ops compiled into ROCm images (no GPU needed; everything else JIT-compiles on first use).
+# Not CPU_ADAM: DeepSpeed's op_builder/builder.py compiles CPU ops with -march=native and the SIMD flags
+# of the machine running `docker build` (DeepSpeed issue #1886), so a prebuilt one can die with an illegal
+# instruction on a run host without AVX-512. It JIT-compiles on the run host instead (the base has the
+# toolchain; TORCH_EXTENSIONS_DIR caches it), once, on the first offload run.
 # The cpu arch builds none: its minimal base has no compiler (CPU ZeRO JIT needs one, see docs/image.md).
-GPU_DS_OPS = ("CPU_ADAM", "FUSED_ADAM")
+GPU_DS_OPS = ("FUSED_ADAM",)
 FLASH_ATTN_MODES = ("auto", "skip")
 
 
@@ -120,6 +124,8 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         "FLASH_ATTN": flash_attn,
         "FLASH_ATTN_BACKEND": backend,
         "FLASH_ATTN_VERSION": versions.flash_attn,
+        # flash-attn reads this at import time too, not only at build: the image keeps it in its ENV.
+        "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE" if backend == "triton" else "FALSE",
         "FLASH_ATTN_LABEL": flash_attn_label(arch, versions, flash_attn),
         "GPU_ARCHS": arch.pytorch_rocm_arch,
         "BITSANDBYTES_VERSION": bnb,

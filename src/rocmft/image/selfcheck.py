@@ -96,6 +96,7 @@ def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: s
     if want_fa:
         checks.append(Check("flash-attn", have_fa == flash_attn_version,
                             f"{flash_attn} backend, flash-attn {have_fa or 'missing'} (expected {flash_attn_version})"))
+        checks.append(_attempt("flash-attn imports", lambda: _flash_attn_import(flash_attn)))
     else:
         checks.append(Check("flash-attn", have_fa is None,
                             f"not built ({'FLASH_ATTN=skip' if flash_attn_mode == 'skip' else 'no backend for ' + arch})"
@@ -109,11 +110,29 @@ def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: s
                             "not installed" if have_bnb is None else f"not planned, but {have_bnb} is installed"))
 
     if torch_from == "wheels":
+        # mm_plugin imports torchaudio unconditionally: it must import even with its native libraries removed.
+        checks.append(_attempt("torchaudio imports", lambda: (True, f"torchaudio {__import__('torchaudio').__version__}")))
         # scripts/setup-venv.sh's treatment: PyPI's CUDA torchvision must be gone, torchaudio must import.
         checks.append(Check("torchvision removed", "torchvision" not in installed,
                             "absent (transformers treats it as optional)" if "torchvision" not in installed
                             else f"torchvision {installed['torchvision']} is installed"))
     return checks
+
+
+def _flash_attn_import(backend: str) -> tuple[bool, str]:
+    """Import flash_attn the way transformers' flash_attention_2 path does, and say which kernels it bound.
+
+    flash-attn 2.8.3 decides at import (flash_attn_interface.USE_TRITON_ROCM, from
+    FLASH_ATTENTION_TRITON_AMD_ENABLE): a Triton build imported without it looks for flash_attn_2_cuda."""
+    import os
+
+    from flash_attn import flash_attn_func  # noqa: F401  (what transformers' flash_attention_2 imports)
+    from flash_attn import flash_attn_interface as fai
+
+    triton = bool(getattr(fai, "USE_TRITON_ROCM", False))
+    env = os.environ.get("FLASH_ATTENTION_TRITON_AMD_ENABLE", "unset")
+    ok = triton == (backend == "triton")
+    return ok, f"flash_attn imported, {'Triton' if triton else 'compiled'} kernels (FLASH_ATTENTION_TRITON_AMD_ENABLE={env})"
 
 
 def report(arch: str, checks: list[Check]) -> dict:

@@ -106,7 +106,7 @@ def build(
                 "--nproc_per_node", str(nproc), "--master_addr", master_addr or "127.0.0.1",
                 "--master_port", master_port or "29500", *worker)
 
-    env, unset, secrets = _environment(arch, host_env, gpus, nnodes)
+    env, unset, secrets = _environment(arch, host_env, gpus, nnodes, nproc)
     env.update(recipe.env)
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike
@@ -120,10 +120,13 @@ def build(
 
 
 def _environment(arch: Arch, host_env: Mapping[str, str], gpus: tuple[str, ...] | None,
-                 nnodes: int = 1) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+                 nnodes: int = 1, nproc: int = 0) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
     """(env to set, names to unset, secret names) for any process on this arch: a job or a debugging shell."""
     env = {name: host_env[name] for name in PASS_THROUGH if host_env.get(name)}
     env.update(arch.env)
+    # AMD's NCCL_MIN_NCHANNELS=112 is for one full 8-GPU MI300X node; partial and multi-node runs keep RCCL's own.
+    if nnodes == 1 and nproc == arch.gpus_per_node:
+        env.update(arch.full_node_env)
     if nnodes > 1:
         env.update(arch.rccl_env)
     unset = [v for v in DEVICE_VARS if v != "ROCR_VISIBLE_DEVICES"] if arch.is_gpu else list(DEVICE_VARS)

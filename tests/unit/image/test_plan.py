@@ -36,8 +36,12 @@ def test_gfx942_plan_is_pinned():
         "BUILD_DEPS": "setuptools==84.2.1 wheel==0.48.0",
         "DEEPSPEED_VERSION": "0.19.8",
         "DS_ACCELERATOR": "cuda",
-        "DS_BUILD_OPS": "CPU_ADAM FUSED_ADAM",
+        # No CPU_ADAM: DeepSpeed's op_builder/builder.py compiles it with -march=native for the build host
+        # (https://github.com/deepspeedai/DeepSpeed/issues/1886); it JIT-compiles on the run host.
+        "DS_BUILD_OPS": "FUSED_ADAM",
         "FLASH_ATTN": "auto",
+        # flash-attn 2.8.3 flash_attn/flash_attn_interface.py reads it at import: FALSE = the CK extension.
+        "FLASH_ATTENTION_TRITON_AMD_ENABLE": "FALSE",
         "FLASH_ATTN_BACKEND": "ck",
         "FLASH_ATTN_LABEL": "ck-2.8.3.post2 (gfx942)",
         "FLASH_ATTN_VERSION": "2.8.3.post2",
@@ -71,13 +75,26 @@ def test_gfx1100_plan_is_pinned():
     assert args["FLASH_ATTN_BACKEND"] == "triton"
     assert args["FLASH_ATTN_LABEL"] == "triton-2.8.3.post2 (gfx1100)"
     assert (args["TORCH_FROM"], args["TORCH_VERSION"], args["ROCM_VERSION"]) == ("base", "2.10.0", "7.2.4")
-    assert (args["DS_ACCELERATOR"], args["DS_BUILD_OPS"]) == ("cuda", "CPU_ADAM FUSED_ADAM")
+    assert (args["DS_ACCELERATOR"], args["DS_BUILD_OPS"]) == ("cuda", "FUSED_ADAM")
+    # flash-attn 2.8.3 flash_attn_interface.py: USE_TRITON_ROCM = os.getenv("FLASH_ATTENTION_TRITON_AMD_ENABLE")
+    # at import, so the image's runtime ENV (this build arg) must say TRUE for a Triton build.
+    assert args["FLASH_ATTENTION_TRITON_AMD_ENABLE"] == "TRUE"
     assert args["BITSANDBYTES_VERSION"] == "0.50.2"
     assert plan.tags == ("rocmft:0.1.0-gfx1100", "rocmft:gfx1100")
     # Everything but the arch-specific values is the same as gfx942's: one Dockerfile, one recipe.
     other = dict(plan_for("gfx942").buildargs)
     differing = {k for k in args if args[k] != other[k]}
-    assert differing == {"ARCH", "PYTORCH_ROCM_ARCH", "GPU_ARCHS", "FLASH_ATTN_BACKEND", "FLASH_ATTN_LABEL", "WHEELHOUSE"}
+    assert differing == {"ARCH", "PYTORCH_ROCM_ARCH", "GPU_ARCHS", "FLASH_ATTN_BACKEND", "FLASH_ATTN_LABEL", "WHEELHOUSE",
+                         "FLASH_ATTENTION_TRITON_AMD_ENABLE"}
+
+
+def test_dry_run_plans_show_the_runtime_flash_attn_variable():
+    # The --dry-run text is what a person reads: gfx942 (CK) says FALSE, RDNA Triton builds say TRUE.
+    for name, want in (("gfx942", "FALSE"), ("gfx1100", "TRUE"), ("gfx1201", "TRUE")):
+        lines = plan_for(name).lines()
+        assert any(line.split() == ["FLASH_ATTENTION_TRITON_AMD_ENABLE", want] for line in lines), (name, lines)
+        env = arches.table()[name].env
+        assert env.get("FLASH_ATTENTION_TRITON_AMD_ENABLE", "FALSE") == want, name
 
 
 def test_cpu_offline_plan():

@@ -13,7 +13,18 @@ from rocmft.image import selfcheck
 
 
 def install_fakes(monkeypatch, *, torch_version="2.10.0+rocm7.2.4", hip="7.2.26000", cuda=None,
-                  lf="0.9.5", ds="0.19.8", broken_lf=False):
+                  lf="0.9.5", ds="0.19.8", broken_lf=False, fa_triton=False):
+    fa = types.ModuleType("flash_attn")
+    fa.__path__ = []
+    fa.flash_attn_func = lambda *a, **k: None
+    fai = types.ModuleType("flash_attn.flash_attn_interface")
+    fai.USE_TRITON_ROCM = fa_triton  # flash-attn 2.8.3 sets it at import from FLASH_ATTENTION_TRITON_AMD_ENABLE
+    fa.flash_attn_interface = fai
+    monkeypatch.setitem(sys.modules, "flash_attn", fa)
+    monkeypatch.setitem(sys.modules, "flash_attn.flash_attn_interface", fai)
+    audio = types.ModuleType("torchaudio")
+    audio.__version__ = "2.13.0"
+    monkeypatch.setitem(sys.modules, "torchaudio", audio)
     torch = types.ModuleType("torch")
     torch.__version__ = torch_version
     torch.version = types.SimpleNamespace(hip=hip, cuda=cuda)
@@ -57,6 +68,18 @@ def test_rocm_image_passes(monkeypatch):
     checks = selfcheck.run_checks(**ROCM)
     assert all(c.ok for c in checks), checks
     assert "HIP 7.2.26000" in by_name(checks)["torch"].detail
+
+
+def test_triton_flash_attn_imported_without_its_runtime_variable_fails(monkeypatch):
+    # flash-attn 2.8.3 flash_attn/flash_attn_interface.py: USE_TRITON_ROCM is read at import; a Triton build
+    # imported with it off would look for flash_attn_2_cuda, which was never compiled.
+    install_fakes(monkeypatch, fa_triton=False)
+    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "torch": "2.10.0"})
+    rdna = {**ROCM, "arch": "gfx1100", "flash_attn": "triton"}
+    assert not by_name(selfcheck.run_checks(**rdna))["flash-attn imports"].ok
+    install_fakes(monkeypatch, fa_triton=True)
+    check = by_name(selfcheck.run_checks(**rdna))["flash-attn imports"]
+    assert check.ok and "Triton" in check.detail
 
 
 def test_cuda_torch_on_a_rocm_image_fails(monkeypatch):
@@ -134,3 +157,16 @@ def test_python_version_is_checked(monkeypatch):
     here = "{}.{}".format(*sys.version_info[:2])
     assert by_name(selfcheck.run_checks(**ROCM, python=here))["python"].ok
     assert not by_name(selfcheck.run_checks(**ROCM, python="2.7"))["python"].ok
+
+
+def test_cpu_self_check_imports_what_the_cpu_image_ships():
+    # The real stack of this venv (the CPU image's is the same lock): every import the check claims must work.
+    import importlib.metadata as md
+
+    checks = selfcheck.run_checks(arch="cpu", torch_from="wheels", torch_version=md.version("torch").split("+")[0],
+                                  llamafactory=md.version("llamafactory"), deepspeed=md.version("deepspeed"),
+                                  flash_attn="none", flash_attn_mode="auto", flash_attn_version="", bitsandbytes="")
+    found = by_name(checks)
+    for name in ("torch", "llamafactory imports", "deepspeed imports", "torchaudio imports"):
+        assert found[name].ok, found[name]
+    assert found["flash-attn"].ok and "flash-attn imports" not in found

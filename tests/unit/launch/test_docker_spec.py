@@ -124,7 +124,7 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     assert spec.command == ("python", "-u", "-m", "rocmft.worker", "--run-dir", "runs/x")
     assert spec.environment == {
         "HF_HOME": "/home/bob/.cache/huggingface", "HOME": f"{ROOT}/.cache/container-home",
-        "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL": "1",  # the gfx1100 entry of docker/arches.yaml
+        "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
         "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
     }
     assert spec.devices == ("/dev/kfd", "/dev/dri")
@@ -145,9 +145,10 @@ def test_spec_gfx1100_as_docker_run_line():
         "--security-opt=seccomp=unconfined", "--ulimit=memlock=-1:-1",
         f"--volume={ROOT}:{ROOT}", "--volume=/home/bob/.cache/huggingface:/home/bob/.cache/huggingface",
         f"--workdir={ROOT}", "--user=1001:1001",
+        "--env=FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
         "--env=HF_HOME=/home/bob/.cache/huggingface", f"--env=HOME={ROOT}/.cache/container-home",
         "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", "--env=ROCMFT_RUN_DIR=runs/x",
-        "--env=TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
+        "--env=HF_TOKEN", "--env=WANDB_API_KEY",
         "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",
         "--label=ai.rocmft.launcher.host=ws", "--label=ai.rocmft.launcher.pid=4242",
         f"--label=ai.rocmft.run={ROOT}/runs/x",

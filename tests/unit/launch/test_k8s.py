@@ -74,7 +74,8 @@ def test_env_from_the_plan_with_secrets_only_as_secret_references():
     env = {e["name"]: e for e in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
     assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "rocmft-secrets",
                                                                                  "key": "HF_TOKEN", "optional": True}}}
-    assert env["NCCL_MIN_NCHANNELS"]["value"] == "112" and env["NCCL_IB_GID_INDEX"]["value"] == "3"
+    # Multi-node: AMD's full-single-node NCCL_MIN_NCHANNELS=112 is not applied (issue 15).
+    assert "NCCL_MIN_NCHANNELS" not in env and env["NCCL_IB_GID_INDEX"]["value"] == "3"
     assert env["NCCL_SOCKET_IFNAME"]["value"] == "eth0"  # user-set network settings pass
     assert env["ROCMFT_ROOT"]["value"] == "/workspace"
     assert env["TORCH_EXTENSIONS_DIR"]["value"] == "/workspace/.cache/torch_extensions"  # moved under the mount

@@ -80,7 +80,6 @@ RUN_DIR={root}/runs/test-slurm-pinned
 # HF_TOKEN: passed from the submitting shell (sbatch --export=ALL).
 export HIP_FORCE_DEV_KERNARG=1
 export NCCL_IB_GID_INDEX=3
-export NCCL_MIN_NCHANNELS=112
 export NCCL_SOCKET_IFNAME=ens50f0
 export OPTIM_TORCH=0
 export PYTHONUNBUFFERED=1
