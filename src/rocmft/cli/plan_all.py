@@ -34,7 +34,8 @@ def run(args) -> int:
         failed = failed or not result.fits
     print(report.table(rows))
     print("\nGiB/GPU: peak estimate against the arch's GPU memory (fits < 90% <= tight <= 100% < does not fit); "
-          "tokens/s/GPU: 25-45% utilisation of the dense peak unless a recipe sets plan.mfu. "
+          "tokens/s/GPU: the arch's utilisation range of its dense peak (docker/arches.yaml `mfu`) unless a recipe "
+          "sets plan.mfu. "
           "Details: make plan RECIPE=<name>")
     for note in notes:
         print(f"  {note}")

@@ -17,26 +17,25 @@ The model (sources next to each constant):
   (Dettmers et al. 2023, "QLoRA", sec. 3); 8-bit LLM.int8 weights keep a per-row scale (Dettmers et al. 2022).
   Embeddings, lm_head and norms stay in the compute dtype (bitsandbytes quantizes nn.Linear layers only and
   transformers skips lm_head).
-- Activations: tensors a Llama/Qwen decoder layer saves for backward (transformers' LlamaDecoderLayer with
-  LlamaRMSNorm, which upcasts to fp32), counted like Korthikanti et al. 2022 ("Reducing Activation
-  Recomputation in Large Transformer Models", sec. 4.1) count a GPT layer; see `layer_activation_bytes`.
-- Logits: transformers' ForCausalLMLoss upcasts logits to fp32 before cross-entropy (bf16 logits 2 + fp32
-  copy 4 + fp32 log-softmax 4, then fp32 and bf16 gradients): 14 bytes per token per vocabulary entry at the
-  peak, as measured with torch.profiler (profile_memory) over a forward+backward of a 1-layer
-  LlamaForCausalLM with a 32k vocabulary in bf16 on CPU (14.09). 14 GiB for 4x2048 tokens of a 128k vocabulary.
+- Activations and logits: activations.py (per layer, LoRA adapter inputs on a GPU or a CPU, logits).
 - Optimizer step: torch's foreach AdamW (torch/optim/adamw.py _multi_tensor_adamw) allocates one fp32
-  temporary per parameter (sqrt of the variance); DeepSpeed's bf16 ZeRO optimizers also make fp32 copies of
-  the gradient partition for the step. This peak comes after backward, so it is counted against the
-  activations (max of the two), not on top of them.
+  temporary per parameter (sqrt of the variance). DeepSpeed's bf16 ZeRO-1/2 optimizers convert the whole
+  gradient partition to fp32 for the step (8 bytes per parameter with AdamW's temporary). ZeRO-3 steps one
+  sub-group at a time (deepspeed/runtime/zero/stage3.py: step() calls _prepare_sub_group ->
+  _prepare_fp32_grad_for_sub_group, which makes the sub-group's fp32 gradient, then _optimizer_step and
+  _release_sub_group, which frees it): its temporaries are 8 bytes per element of one sub-group, at most
+  min(partition, sub_group_size + the largest parameter's partition) (_create_fp16_sub_groups closes a
+  sub-group at the first parameter that takes it to sub_group_size; 1e9 by default and in ds_configs/).
+  This peak comes after backward, so it is counted against the activations (max of the two), not on top.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .activations import (GIB, LOGITS_BYTES_PER_ENTRY, activations_gib, act_bytes, fused_attention,  # noqa: F401
+                          layer_activation_bytes, liger_applies, logits_gib, lora_device, saved_layers)
 from .workload import Workload
-
-GIB = float(1 << 30)
 
 # Verdict thresholds on total / capacity. The components already include a runtime reserve, so "tight" means
 # the estimate's own error (about +-20%, see the tests against LLaMA-Factory's table) could make it not fit.
@@ -51,7 +50,6 @@ RESERVE_CONTEXT_GIB = 1.0
 RESERVE_RCCL_GIB = 0.5
 FRAGMENTATION = 0.05
 
-LOGITS_BYTES_PER_ENTRY = 14  # measured, see the module docstring
 # Quantization constants per weight, in bits: NF4 blocksize-64 fp32 absmax (0.5) or double-quantized (0.127),
 # QLoRA paper sec. 3. Other bit widths (HQQ/EETQ/GPTQ groups of 64 with 16-bit scale and zero): ~0.5.
 QUANT_CONST_BITS = {(4, True): 0.127, (4, False): 0.5, (8, True): 0.0, (8, False): 0.0}
@@ -125,6 +123,21 @@ def param_counts(w: Workload) -> ParamCounts:
     return ParamCounts(lora + extras, frozen_linear, total - frozen_linear - extras)
 
 
+def largest_trainable(w: Workload) -> int:
+    """Elements of the largest trainable parameter (where a ZeRO-3 sub-group may overshoot sub_group_size)."""
+    m = w.model
+    if w.method == "lora":
+        shapes = m.linear_shapes()
+        biggest = max((max(shapes[t]) for t in w.lora_targets), default=0) * w.lora_rank
+    else:
+        biggest = max(m.hidden_size * max(m.intermediate_size, m.q_dim), 0)
+        if w.method == "full" or w.extra_trainable:
+            biggest = max(biggest, m.vocab_size * m.hidden_size)
+    if w.extra_trainable:
+        biggest = max(biggest, m.vocab_size * m.hidden_size)
+    return biggest
+
+
 def lora_params(w: Workload) -> int:
     return param_counts(w).trainable if w.method == "lora" else 0
 
@@ -172,86 +185,6 @@ def frozen_bytes(w: Workload) -> tuple[float, float]:
         return compute, compute
     const = QUANT_CONST_BITS.get((w.quant_bits, w.double_quant), DEFAULT_QUANT_CONST_BITS)
     return (w.quant_bits + const) / 8.0, compute
-
-
-# ---------------------------------------------------------------- activations
-
-def act_bytes(w: Workload) -> int:
-    return 2 if w.precision in ("bf16", "fp16") else 4
-
-
-def fused_attention(w: Workload) -> bool:
-    """fa2/sdpa/auto run a fused (flash or memory-efficient) kernel: no seq x seq score matrix is kept.
-    `disabled` is eager attention, which keeps fp32 softmax probabilities and their 16-bit copy."""
-    return w.attention not in ("disabled", "eager")
-
-
-def layer_activation_bytes(w: Workload) -> float:
-    """Bytes one token's pass through one decoder layer keeps for backward (fused attention).
-
-    Per RMSNorm (x2): its fp32 upcast input (4h) + the normalized 16-bit tensor the weight multiplies (a*h) +
-    its output, the next matmul's input (a*h). Attention: rotated q (q_dim), rotated k and v (kv_dim each), the
-    attention output (q_dim, the o_proj input). SwiGLU MLP: gate and up outputs, SiLU(gate), and their product
-    (the down_proj input): 4 x intermediate. a = 2 bytes (bf16/fp16) or 4 (fp32).
-    LoRA adds, per targeted module input, what lora_dropout keeps when it is > 0: its output in the adapter's
-    dtype (fp32 under autocast: PEFT casts the input to the adapter weights' dtype, peft/tuners/lora/layer.py
-    Linear.forward) and a 1-byte mask; with dropout 0 the adapters add only their rank-sized outputs.
-    Checked on CPU by summing the tensors autograd saves (torch.autograd.graph.saved_tensors_hooks) for one
-    transformers LlamaDecoderLayer in bf16: 21,800 bytes/token measured vs 21,760 from this formula (h=512,
-    i=1376, 8/2 heads); with PEFT LoRA on all linears at dropout 0.05 under autocast: +4 bytes per adapter
-    input element measured (the fp32 dropout output), +5 counted here.
-    """
-    m = w.model
-    a = act_bytes(w)
-    h = m.hidden_size
-    norms = 2 * (4 * h + 2 * a * h)
-    attention = a * (2 * m.q_dim + 2 * m.kv_dim)
-    mlp = a * 4 * m.intermediate_size
-    lora = 0.0
-    if w.method == "lora" and w.lora_dropout > 0:
-        upcast = a == 2 and w.zero_stage is None and not w.pure_bf16  # fp32 adapters under autocast
-        per_input = (4 if upcast else a) + 1
-        shapes = m.linear_shapes()
-        lora = per_input * sum(shapes[t][0] for t in w.lora_targets)
-    lora += 2 * a * w.lora_rank * len(w.lora_targets) if w.method == "lora" else 0  # lora_A outputs
-    return norms + attention + mlp + lora
-
-
-def saved_layers(w: Workload) -> int:
-    """Layers whose activations are kept: all, except below the trainable top layers of freeze tuning."""
-    if w.method == "freeze" and w.freeze_layers > 0:
-        return min(w.freeze_layers, w.model.num_hidden_layers)
-    return w.model.num_hidden_layers
-
-
-def activations_gib(w: Workload) -> float:
-    """Activations of one full-length micro-batch (every sample at cutoff_len: the batch that runs out of memory).
-
-    With gradient checkpointing (transformers checkpoints each decoder layer) only each layer's input is kept
-    (a*h per token per layer), plus one layer's recomputed activations and their gradients during backward.
-    Without it every layer keeps all of them, plus the backward transients of one layer.
-    """
-    m = w.model
-    a = act_bytes(w)
-    tokens = w.tokens_per_micro_batch
-    per_layer = tokens * layer_activation_bytes(w)
-    if not fused_attention(w):
-        per_layer += w.micro_batch * m.num_attention_heads * w.cutoff_len ** 2 * (4 + a)
-    layers = saved_layers(w)
-    if w.gradient_checkpointing:
-        total = layers * tokens * a * m.hidden_size + 2 * per_layer
-    else:
-        total = layers * per_layer + per_layer
-    total += tokens * (a * m.hidden_size + 4 * m.hidden_size)  # embedding output + final norm
-    return total / GIB
-
-
-def logits_gib(w: Workload) -> float:
-    tokens = w.tokens_per_micro_batch
-    if w.liger:
-        # Liger's fused linear cross-entropy computes the loss in chunks and never holds the full logits.
-        return tokens * w.model.hidden_size * 8 / GIB
-    return tokens * w.model.vocab_size * LOGITS_BYTES_PER_ENTRY / GIB
 
 
 # ---------------------------------------------------------------- the plan
@@ -328,14 +261,26 @@ def estimate(w: Workload) -> MemoryPlan:
                                counts.trainable * r.autocast / GIB, "fwd_bwd"))
     gc = "gradient checkpointing" if w.gradient_checkpointing else "no gradient checkpointing"
     attn = "fused attention" if fused_attention(w) else "eager attention: seq^2 scores"
-    comps.append(Component("activations", f"activations ({w.micro_batch} x {w.cutoff_len} tokens, {gc}, {attn})",
+    extra = ", Liger norms/SwiGLU" if liger_applies(w) else ""
+    comps.append(Component("activations", f"activations ({w.micro_batch} x {w.cutoff_len} tokens, {gc}, {attn}{extra})",
                            activations_gib(w), "fwd_bwd"))
-    comps.append(Component("logits", f"logits + loss ({m.vocab_size:,} vocab, fp32{', liger chunked' if w.liger else ''})",
+    if w.method == "lora" and w.lora_targets:
+        dropout = (f"dropout {w.lora_dropout:g}: " + ("fused, a 1-byte mask" if w.is_gpu else "unfused, a noise tensor")
+                   + " + lora_A's copy of its input") if w.lora_dropout > 0 else "no dropout"
+        notes.append(f"LoRA activations modelled as on a {lora_device(w)} ({dropout}; included above)")
+    chunked = liger_applies(w)
+    comps.append(Component("logits", f"logits + loss ({m.vocab_size:,} vocab, "
+                           + ("Liger fused linear cross-entropy, chunked" if chunked else "fp32") + ")",
                            logits_gib(w), "fwd_bwd"))
-    step = 0.0 if offload else counts.trainable * r.step / part1 / GIB
+    step_elems = 0.0 if offload else counts.trainable / part1
+    step_label = "optimizer-step temporaries (fp32 grads/AdamW; after backward, not with activations)"
+    if stage == 3 and step_elems > w.ds_sub_group_size:
+        step_elems = min(step_elems, w.ds_sub_group_size + largest_trainable(w) / W)
+        step_label = (f"optimizer-step temporaries for one ZeRO-3 sub-group at a time (sub_group_size="
+                      f"{w.ds_sub_group_size:.0e}: fp32 grads + AdamW; after backward)")
+    step = step_elems * r.step / GIB
     if step:
-        comps.append(Component("step", "optimizer-step temporaries (fp32 grads/AdamW; after backward, not with activations)",
-                               step, "step"))
+        comps.append(Component("step", step_label, step, "step"))
 
     persistent = sum(c.gib for c in comps if c.phase == "persistent")
     fwd = sum(c.gib for c in comps if c.phase == "fwd_bwd")

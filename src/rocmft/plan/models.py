@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ class ModelSpec:
         }
 
     # ------------------------------------------------------------ parameter counts
-    @property
+    @cached_property
     def layer_linear_params(self) -> int:
         """Weights of the seven linear layers of one decoder layer (what 4/8-bit quantization quantizes)."""
         weights = sum(a * b for a, b in self.linear_shapes().values())
@@ -79,7 +79,7 @@ class ModelSpec:
         extra = 2 * self.head_dim if self.model_type == "qwen3" else 0  # Qwen3 q_norm/k_norm
         return 2 * self.hidden_size + extra
 
-    @property
+    @cached_property
     def layer_params(self) -> int:
         return self.layer_linear_params + self.layer_norm_params
 
@@ -92,12 +92,12 @@ class ModelSpec:
         """lm_head weights stored separately (0 when tied to the embeddings)."""
         return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
 
-    @property
+    @cached_property
     def total_params(self) -> int:
         return (self.num_hidden_layers * self.layer_params + self.embed_params + self.head_params
                 + self.hidden_size)  # final norm
 
-    @property
+    @cached_property
     def matmul_params(self) -> int:
         """Parameters that take part in a matmul per token: decoder linears + the lm_head (tied or not)."""
         return self.num_hidden_layers * self.layer_linear_params + self.vocab_size * self.hidden_size

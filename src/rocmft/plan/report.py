@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .. import paths
 from . import memory as mem
+from . import suggest
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import PlanResult
@@ -95,6 +96,12 @@ def method_text(result: PlanResult) -> str:
     return "full" + (" pure_bf16" if w.pure_bf16 else "")
 
 
+def nothing_fits() -> str:
+    return (f"no combination of up to {suggest.MAX_CHANGES} changes fits (gradient checkpointing, DeepSpeed preset, "
+            "micro-batch, Liger, lora_dropout, more GPUs or nodes, cutoff_len, LoRA, 4-bit): a GPU with more memory "
+            "(plan.gpu_memory_gb) or a smaller model")
+
+
 def verdict_text(plan: mem.MemoryPlan) -> str:
     if plan.capacity_gib is None:
         return "unknown (no GPU memory size for this arch)"
@@ -155,27 +162,33 @@ def full(result: PlanResult) -> str:
         lines.append(host)
     for note in plan.notes:
         lines.append(f"  note: {note}")
-    lines += ["", "Suggestions (fastest first)" if result.suggestions else "Suggestions: none"]
-    if not result.suggestions:
+    if result.suggestions:
+        lines += ["", "Suggestions (by what they cost, then fastest first; speed is per GPU against the recipe as it is)"]
+    else:
+        lines += ["", "Suggestions: none"]
         if plan.capacity_gib is None:
             lines.append("  (no GPU memory size to plan against)")
         elif plan.verdict == "fits":
             lines.append("  (no change that fits is faster)")
         else:
-            lines.append("  (no single change fits: use more GPUs, a smaller model, or a shorter cutoff_len)")
+            lines.append(f"  ({nothing_fits()})")
+    tier = None
     for i, s in enumerate(result.suggestions, 1):
+        if s.tier != tier:
+            tier = s.tier
+            lines.append(f"  {suggest.TIER_TEXT[tier]}:")
         lines.append(f"  {i}. {s.line()}")
     lines += ["", "Throughput"]
     tp = result.throughput
     if tp is not None:
-        lines.append(f"  FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights, "
+        lines.append(f"  model FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights, "
                      f"L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = {w.cutoff_len})")
         for name, v in tp.flops_parts:
             lines.append(f"    {name}: {flops(v)}")
         if tp.tokens_per_s_gpu is not None:
             factors = ", ".join(f"{name} x{f:.2f}" for name, f in tp.factors) or "none"
-            lines.append(f"  peak {tp.peak_tflops:g} TFLOP/s ({w.precision} dense, docker/arches.yaml); utilisation assumed "
-                         f"{pct_range(tp.mfu)} (plan.mfu); speed factors: {factors}")
+            lines.append(f"  peak {tp.peak_tflops:g} TFLOP/s ({w.precision} dense, docker/arches.yaml); utilisation (MFU, "
+                         f"recompute not counted) assumed {pct_range(tp.mfu)} ({w.mfu_source}); speed factors: {factors}")
             lo, hi = tp.tokens_per_s_gpu
             lines.append(f"  => {count(lo)}-{count(hi)} tokens/s per GPU, {count(lo * w.world_size)}-"
                          f"{count(hi * w.world_size)} tokens/s for {w.world_size} GPU(s)")
@@ -233,7 +246,7 @@ def summary(result: PlanResult) -> str:
         label = "try" if plan.verdict == "fits" else "fix"
         lines.append(f"  {label}: {result.suggestions[0].line()}")
     elif plan.verdict == "does not fit":
-        lines.append("  fix: no single change fits: more GPUs, a smaller model or a shorter cutoff_len")
+        lines.append(f"  fix: {nothing_fits()}")
     lines += ["  " + p.line() for p in result.problems if p.severity != "note"]
     lines.append(f"  (full breakdown: make plan RECIPE={r.name}, with the same SET=)")
     return "\n".join(lines)

@@ -1,46 +1,52 @@
-"""Concrete changes to a recipe, each re-planned, kept only when it fits, ranked by expected speed cost.
+"""What to change when a recipe does not fit (or what would make it faster): combinations, re-planned, ranked.
 
-Three tiers, in this order: changes that train the same thing (checkpointing, DeepSpeed preset, micro-batch
-with the same global batch), then more hardware, then changes to what is trained (cutoff_len, method).
-Within a tier the fastest comes first. A run that already fits only gets the changes that make it faster;
-one that is tight or does not fit gets every change that makes it fit (a change that is itself only "tight"
-is never suggested: that is how zero3-offload recipes never hear "drop offload" when ZeRO-3 alone is tight).
+Each axis of a recipe the planner models offers a few moves (gradient checkpointing, DeepSpeed preset,
+a smaller micro-batch with more accumulation at the same global batch, Liger kernels, lora_dropout 0, more
+GPUs or nodes, a shorter cutoff_len, LoRA instead of full, 4-bit base weights). Every combination of up to
+MAX_CHANGES axes is re-planned; what fits is kept, and a "tight" fit is kept visibly marked. A combination
+is dropped when a simpler one is as cheap, as fast and fits as well. The rest are ranked by what they cost
+(tier: 1 trains the same thing on the same hardware, 2 a mild change to the recipe, 3 more hardware - GPUs,
+nodes or the host RAM CPU offload needs -, 4 a change to what is trained), then by how many changes of that
+tier they need, then by modelled speed, fastest first. A run that already fits only hears of tier-1 changes that fit (not tight) and are faster.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .. import arches
 from . import memory, throughput
+from .activations import LIGER_MODEL_TYPES
 from .workload import Workload
 
-MAX_SUGGESTIONS = 5
+MAX_SUGGESTIONS = 6
+PER_TIER = {1: 3}  # at most this many of a tier before the others get a place (2 when not listed)
+MAX_CHANGES = 4
 FASTER_THAN = 1.02  # a run that fits is only told about changes at least 2% faster
-
-
-@dataclass(frozen=True)
-class Change:
-    text: str
-    overrides: tuple[str, ...]
-    workload: Workload
-    tier: int  # 1 same training, 2 more hardware, 3 changes what is trained
-    note: str = ""
+TIER_TEXT = {1: "same training", 2: "mild recipe change", 3: "more hardware", 4: "changes what is trained"}
+_VERDICT_RANK = {"fits": 0, "tight": 1}
 
 
 @dataclass(frozen=True)
 class Suggestion:
     text: str
     overrides: tuple[str, ...]
-    speed: float  # throughput relative to the recipe as it is (> 1: faster)
+    speed: float  # per-GPU throughput relative to the recipe as it is (> 1: faster)
     spare_gib: float
     tier: int
-    verdict: str
+    verdict: str  # fits | tight
+    costs: tuple[str, ...] = ()
+    changes: int = 1
+    heavy: int = 1  # how many of its changes are of its own (highest) tier
 
     def line(self) -> str:
         sets = " ".join(self.overrides)
-        return f"{self.text}: fits with {self.spare_gib:.0f} GiB spare, {speed_text(self.speed)}  [SET=\"{sets}\"]"
+        fit = (f"fits, {self.spare_gib:.1f} GiB spare" if self.verdict == "fits" else
+               f"TIGHT: {self.spare_gib:.1f} GiB spare, within the estimate's error")
+        costs = "".join(f"; {c}" for c in self.costs)
+        return f"{self.text}: {fit}, {speed_text(self.speed)}{costs}  [SET=\"{sets}\"]"
 
 
 def speed_text(ratio: float) -> str:
@@ -56,95 +62,208 @@ def speed_text(ratio: float) -> str:
     return f"~{(1 / ratio - 1) * 100:.0f}% slower"
 
 
-_PRESET_TEXT = {
-    "none": "no DeepSpeed (plain DDP)" , "zero2": "ZeRO-2", "zero3": "ZeRO-3 without offload",
-    "zero3-offload": "ZeRO-3 with CPU offload",
-}
+def size_text(gib: float) -> str:
+    return f"~{gib / 1024:.1f} TiB" if gib >= 1024 else f"~{gib:.0f} GiB"
 
 
-def _changes(w: Workload) -> list[Change]:
-    out: list[Change] = []
-    if w.gradient_checkpointing:
-        out.append(Change("turn off gradient checkpointing", ("disable_gradient_checkpointing=true",),
-                          replace(w, gradient_checkpointing=False), 1))
-    else:
-        out.append(Change("turn on gradient checkpointing", ("disable_gradient_checkpointing=false",),
-                          replace(w, gradient_checkpointing=True), 1))
-    presets = ("none", "zero2", "zero3", "zero3-offload") if w.world_size > 1 else ("none", "zero3-offload")
-    for preset in presets:
-        if preset == w.deepspeed:
-            continue
-        text = _PRESET_TEXT[preset]
-        note = ""
-        if w.offload and not preset.endswith("offload"):
-            text = {"none": "no DeepSpeed (plain DDP, no offload)", "zero2": "ZeRO-2 without offload"}.get(preset, text)
-            note = "offload is not needed"
-        out.append(Change(text, (f"deepspeed={preset}",), replace(w, deepspeed=preset), 1, note))
+# ---------------------------------------------------------------- moves, one axis each
+
+@dataclass(frozen=True)
+class Move:
+    axis: str
+    tier: int
+    apply: Callable[[Workload], Workload]
+
+
+def _grow(w: Workload, gpus_per_node: int, nodes: int) -> Workload:
+    """More GPUs, with fewer accumulation steps so the global batch stays the same when it divides."""
+    total = w.global_batch
+    new = replace(w, gpus_per_node=gpus_per_node, nodes=nodes)
+    if total % (new.micro_batch * new.world_size) == 0:
+        new = replace(new, grad_accum=total // (new.micro_batch * new.world_size))
+    return new
+
+
+def _moves(w: Workload) -> list[Move]:
+    out = [Move("checkpointing", 1, lambda x: replace(x, gradient_checkpointing=not x.gradient_checkpointing))]
+    for preset in ("none", "zero2", "zero3", "zero3-offload"):
+        if preset != w.deepspeed:
+            out.append(Move("deepspeed", 3 if preset.endswith("offload") else 1,
+                            lambda x, p=preset: replace(x, deepspeed=p)))
     b, ga = w.micro_batch, w.grad_accum
     smaller = b // 2
     while smaller >= 1:
         if (b * ga) % smaller == 0:
-            new_ga = b * ga // smaller
-            out.append(Change(f"micro-batch {smaller} x {new_ga} accumulation (same global batch)",
-                              (f"per_device_train_batch_size={smaller}", f"gradient_accumulation_steps={new_ga}"),
-                              replace(w, micro_batch=smaller, grad_accum=new_ga), 1))
+            out.append(Move("micro-batch", 1, lambda x, s=smaller: replace(x, micro_batch=s, grad_accum=b * ga // s)))
         smaller //= 2
     if w.tokens_per_micro_batch < throughput.SMALL_MICRO_BATCH_TOKENS and ga % 2 == 0:
-        out.append(Change(f"micro-batch {b * 2} x {ga // 2} accumulation (same global batch)",
-                          (f"per_device_train_batch_size={b * 2}", f"gradient_accumulation_steps={ga // 2}"),
-                          replace(w, micro_batch=b * 2, grad_accum=ga // 2), 1))
-    most = arches.table()[w.arch].gpus_per_node if w.arch in arches.table() else w.gpus_per_node
-    if w.gpus_per_node < most and w.zero_stage is not None and w.zero_stage >= 2:
-        out.append(Change(f"shard over {most} GPUs per node", (f"gpus_per_node={most}",),
-                          replace(w, gpus_per_node=most), 2))
+        out.append(Move("micro-batch", 1, lambda x: replace(x, micro_batch=b * 2, grad_accum=ga // 2)))
+    if not w.liger and (w.model.model_type or "llama") in LIGER_MODEL_TYPES:
+        out.append(Move("liger", 1, lambda x: replace(x, liger=True)))
+    if w.method == "lora" and w.lora_dropout > 0:
+        out.append(Move("dropout", 2, lambda x: replace(x, lora_dropout=0.0)))
+    arch = arches.table().get(w.arch)
+    most = arch.gpus_per_node if arch is not None else w.gpus_per_node
+    if w.gpus_per_node < most:
+        out.append(Move("hardware", 3, lambda x: _grow(x, most, x.nodes)))
+    for factor in (2, 4):
+        out.append(Move("hardware", 3, lambda x, f=factor: _grow(x, x.gpus_per_node, x.nodes * f)))
     if w.cutoff_len > 512:
-        half = w.cutoff_len // 2
-        out.append(Change(f"cutoff_len {half} (truncates longer samples)", (f"cutoff_len={half}",),
-                          replace(w, cutoff_len=half), 3))
+        out.append(Move("cutoff", 4, lambda x: replace(x, cutoff_len=x.cutoff_len // 2)))
     if w.method == "full":
-        out.append(Change("LoRA instead of full fine-tuning (rank 16, all linears)",
-                          ("finetuning_type=lora", "lora_rank=16", "lora_target=all"),
-                          replace(w, method="lora", lora_rank=16), 3))
-    if w.method == "lora" and not w.quant_bits:
-        out.append(Change("QLoRA: 4-bit base weights", ("quantization_bit=4",), replace(w, quant_bits=4), 3))
+        out.append(Move("method", 4, lambda x: replace(x, method="lora", lora_rank=16, lora_dropout=0.0)))
+    if w.method == "lora" and not w.quant_bits and (arch is None or arch.bitsandbytes):
+        out.append(Move("quant", 4, lambda x: replace(x, quant_bits=4)))
     return out
 
 
-def _combined(w: Workload, singles: list[Change]) -> list[Change]:
-    same = [c for c in singles if c.tier == 1]
-    pairs = []
-    for a, b in itertools.combinations(same, 2):
-        if {o.split("=")[0] for o in a.overrides} & {o.split("=")[0] for o in b.overrides}:
-            continue
-        merged = replace(b.workload, **{k: getattr(a.workload, k) for k in
-                                        ("gradient_checkpointing", "deepspeed", "micro_batch", "grad_accum")
-                                        if getattr(a.workload, k) != getattr(w, k)})
-        pairs.append(Change(f"{a.text} and {b.text}", a.overrides + b.overrides, merged, 1,
-                            a.note or b.note))
-    return pairs
+_ORDER = ("micro-batch", "checkpointing", "deepspeed", "liger", "dropout", "hardware", "cutoff", "method", "quant")
 
+
+def _useless(w: Workload, new: Workload) -> bool:
+    """Combinations that change nothing or plan something LLaMA-Factory would not run."""
+    if new == w:
+        return True
+    if new.zero_stage in (1, 2, 3) and new.world_size == 1 and not new.offload:
+        return True  # ZeRO shards over one GPU: nothing to split
+    return new.quant_bits is not None and new.method != "lora"
+
+
+# ---------------------------------------------------------------- describing a combination
+
+def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list[str], list[str], list[str]]:
+    """(what changes, the SET= overrides, what it costs) from the difference between two workloads."""
+    text: list[str] = []
+    sets: list[str] = []
+    costs: list[str] = []
+    if new.micro_batch != w.micro_batch:
+        text.append(f"micro-batch {new.micro_batch} x {new.grad_accum} accumulation")
+        sets.append(f"per_device_train_batch_size={new.micro_batch}")
+    if new.grad_accum != w.grad_accum:
+        sets.append(f"gradient_accumulation_steps={new.grad_accum}")
+    if new.gradient_checkpointing != w.gradient_checkpointing:
+        on = new.gradient_checkpointing
+        text.append(f"gradient checkpointing {'on' if on else 'off'}")
+        sets.append(f"disable_gradient_checkpointing={'false' if on else 'true'}")
+    if new.deepspeed != w.deepspeed:
+        text.append({"none": "no DeepSpeed" + (" (no offload)" if w.offload else ""),
+                     "zero2": "ZeRO-2", "zero3": "ZeRO-3" + (" without offload" if w.offload else ""),
+                     "zero3-offload": "ZeRO-3 with CPU offload"}.get(new.deepspeed, new.deepspeed))
+        sets.append(f"deepspeed={new.deepspeed}")
+    if w.offload and not new.offload:
+        costs.append("offload is not needed")
+    if new.offload and not w.offload:
+        costs.append(f"host RAM {size_text(plan.host_gib_per_node)} per node for the offloaded states")
+        if new.host_memory_gb and new.host_memory_gb < plan.host_gib_per_node * 1.1:
+            costs.append(f"MORE than plan.host_memory_gb={new.host_memory_gb:g}")
+    if new.liger != w.liger:
+        text.append("Liger kernels")
+        sets.append("enable_liger_kernel=true")
+        costs.append("needs the liger-kernel package where it trains")
+    if new.lora_dropout != w.lora_dropout and new.method == w.method:
+        text.append("lora_dropout 0")
+        sets.append("lora_dropout=0")
+        costs.append("no adapter dropout (LLaMA-Factory's default)")
+    if new.gpus_per_node != w.gpus_per_node:
+        text.append(f"{new.gpus_per_node} GPUs per node")
+        sets.append(f"gpus_per_node={new.gpus_per_node}")
+    if new.nodes != w.nodes:
+        text.append(f"{new.nodes} nodes")
+        sets.append(f"nodes={new.nodes}")
+    if new.world_size != w.world_size:
+        costs.append(f"{new.world_size} GPUs in all")
+    if new.global_batch != w.global_batch:
+        costs.append(f"global batch {new.global_batch} (was {w.global_batch})")
+    elif new.world_size != w.world_size or new.micro_batch != w.micro_batch:
+        costs.append("same global batch")
+    if new.cutoff_len != w.cutoff_len:
+        text.append(f"cutoff_len {new.cutoff_len}")
+        sets.append(f"cutoff_len={new.cutoff_len}")
+        costs.append("truncates longer samples")
+    if new.method != w.method:
+        text.append(f"LoRA r{new.lora_rank} on all linears instead of full fine-tuning")
+        sets += ["finetuning_type=lora", f"lora_rank={new.lora_rank}", "lora_target=all", "lora_dropout=0"]
+        costs.append("trains adapters, not every weight")
+    if new.quant_bits != w.quant_bits:
+        text.append("QLoRA: 4-bit base weights")
+        sets.append("quantization_bit=4")
+        costs.append("4-bit base weights")
+    return text, sets, costs
+
+
+# ---------------------------------------------------------------- the search
 
 def suggest(w: Workload, plan: memory.MemoryPlan) -> list[Suggestion]:
+    found, _ = search(w, plan)
+    return _pick(found)
+
+
+def search(w: Workload, plan: memory.MemoryPlan) -> tuple[list[Suggestion], int]:
+    """Every kept suggestion, ranked, and how many combinations were planned."""
     if plan.capacity_gib is None:
-        return []
+        return [], 0
     current_fits = plan.verdict == "fits"
-    singles = _changes(w)
-    found = _evaluate(w, singles, current_fits)
-    if not current_fits and not any(s.tier == 1 for s in found):
-        found += _evaluate(w, _combined(w, singles), current_fits)
-    found.sort(key=lambda s: (s.tier, -s.speed))
-    return found[:MAX_SUGGESTIONS]
+    moves = [m for m in _moves(w) if not current_fits or m.tier == 1]
+    by_axis: dict[str, list[Move]] = {}
+    for m in moves:
+        by_axis.setdefault(m.axis, []).append(m)
+    axes = sorted(by_axis, key=_ORDER.index)
+    seen: set[Workload] = set()
+    kept: list[tuple[Suggestion, frozenset[str]]] = []
+    tried = 0
+    applied: dict[tuple[Move, ...], Workload] = {(): w}  # each prefix of moves applied once
+
+    def apply(combo: tuple[Move, ...]) -> Workload:
+        if combo not in applied:
+            applied[combo] = combo[-1].apply(apply(combo[:-1]))
+        return applied[combo]
+
+    for n in range(1, min(MAX_CHANGES, len(axes)) + 1):
+        for chosen in itertools.combinations(axes, n):
+            for combo in itertools.product(*(by_axis[a] for a in chosen)):
+                new = apply(combo)
+                if new in seen or _useless(w, new):
+                    continue
+                seen.add(new)
+                tried += 1
+                result = _evaluate(w, new, combo, current_fits)
+                if result is not None:
+                    kept.append((result, frozenset(chosen)))
+    ranked = _frontier(kept)
+    ranked.sort(key=lambda s: (s.tier, _VERDICT_RANK[s.verdict], s.heavy if s.tier >= 3 else 0, -s.speed, s.changes))
+    return ranked, tried
 
 
-def _evaluate(w: Workload, changes: list[Change], current_fits: bool) -> list[Suggestion]:
-    found = []
-    for change in changes:
-        plan = memory.estimate(change.workload)
-        if plan.verdict != "fits":
-            continue
-        speed = throughput.relative_speed(change.workload, w)
-        if current_fits and (change.tier != 1 or speed <= FASTER_THAN):
-            continue
-        text = change.text + (f" - {change.note}" if change.note else "")
-        found.append(Suggestion(text, change.overrides, speed, plan.spare_gib or 0.0, change.tier, plan.verdict))
-    return found
+def _pick(ranked: list[Suggestion]) -> list[Suggestion]:
+    """The first MAX_SUGGESTIONS, at most PER_TIER[tier] of each tier first, so a 4-bit or a shorter-cutoff
+    fix on one card is not pushed out by ways to rent more hardware."""
+    first = [s for i, s in enumerate(ranked) if sum(o.tier == s.tier for o in ranked[:i]) < PER_TIER.get(s.tier, 2)]
+    rest = [s for s in ranked if s not in first]
+    chosen = (first + rest)[:MAX_SUGGESTIONS]
+    return sorted(chosen, key=ranked.index)
+
+
+def _evaluate(w: Workload, new: Workload, combo: tuple[Move, ...], current_fits: bool) -> Suggestion | None:
+    plan = memory.estimate(new)
+    if plan.verdict not in ("fits", "tight") or (current_fits and plan.verdict != "fits"):
+        return None
+    speed = throughput.relative_speed(new, w)
+    tier = max(m.tier for m in combo)
+    if current_fits and (tier != 1 or speed <= FASTER_THAN):
+        return None
+    text, sets, costs = _describe(w, new, plan)
+    return Suggestion(" + ".join(text), tuple(sets), speed, plan.spare_gib or 0.0, tier, plan.verdict,
+                      tuple(costs), len(combo), sum(m.tier == tier for m in combo))
+
+
+def _frontier(kept: list[tuple[Suggestion, frozenset[str]]]) -> list[Suggestion]:
+    """Drop a combination when another changes a subset of its axes and is as cheap, as fast and fits as well."""
+    out = []
+    for s, axes in kept:
+        dominated = any(
+            other_axes < axes and o.tier <= s.tier and _VERDICT_RANK[o.verdict] <= _VERDICT_RANK[s.verdict]
+            and o.speed >= s.speed * 0.99
+            for o, other_axes in kept)
+        if not dominated:
+            out.append(s)
+    return out

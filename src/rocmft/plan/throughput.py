@@ -1,4 +1,4 @@
-"""Expected throughput: FLOPs per token for the method, the arch's dense peak, an explicit utilisation range.
+"""Expected throughput: model FLOPs per token, the arch's dense peak, a utilisation range, speed factors.
 
 FLOPs per trained token (2 FLOPs per multiply-add; N = weights that take part in a matmul: the decoder
 linears + lm_head; d = heads x head_dim; s = cutoff_len):
@@ -7,11 +7,11 @@ linears + lm_head; d = heads x head_dim; s = cutoff_len):
 - full fine-tuning backward: 4N (input and weight gradients) + 8*L*d*s;
 - LoRA backward: 2N (input gradients only: frozen weights get no weight gradient) + 8*L*d*s, plus 6 FLOPs per
   adapter parameter - why LoRA steps are ~25% cheaper than full ones (Hu et al. 2021, "LoRA", sec. 4.2);
-- freeze: backward through the trainable top layers and lm_head only;
-- gradient checkpointing: one more forward of every layer that runs backward (Chen et al. 2016, "Training
-  Deep Nets with Sublinear Memory Cost").
-tokens/s/GPU = utilisation x peak / FLOPs per token x the speed factors below. The utilisation counts the
-FLOPs actually executed (recompute included), so turning checkpointing off shows up as a speed-up.
+- freeze: backward through the trainable top layers and lm_head only.
+These are model FLOPs: the utilisation (MFU) is counted without recomputed FLOPs, as the published anchors
+(PaLM's MFU, the arch table's sources) count it. tokens/s/GPU = MFU x peak / model FLOPs per token x the speed
+factors below; gradient checkpointing's extra forward (Chen et al. 2016, "Training Deep Nets with Sublinear
+Memory Cost") is one of them, so the utilisation range is that of a run without recompute.
 """
 
 from __future__ import annotations
@@ -20,13 +20,25 @@ import math
 from dataclasses import dataclass, field
 
 from .dataset import DatasetSize
-from .memory import lora_params
+from .memory import lora_params, param_counts
 from .workload import Workload
 
 # Speed factors on top of the utilisation range: planning assumptions, to be replaced by `make bench` figures.
-# ZeRO-3 all-gathers weights in forward and backward: 1.5x the communication of DDP/ZeRO-2 (ZeRO paper,
-# Rajbhandari et al. 2020, sec. 7), not overlapped with compute in ds_configs/zero3*.json.j2 (overlap_comm false).
-ZERO3_FACTOR = 0.9
+# PEFT runs each adapter unfused (peft/tuners/lora/layer.py Linear.forward: a cast, dropout, two rank-r
+# GEMMs far from peak, a scale and an add, each a pass over memory, forward and backward): on MI300X that is
+# ~130 MB per token for Llama-3-8B (all linears), ~30% of the step at 5.3 TB/s against the GEMMs' time.
+LORA_FACTOR = 0.75
+# ZeRO-3 gathers every weight in forward and again in backward for each micro-batch, and (overlap_comm false
+# in ds_configs/zero3*.json.j2) reduce-scatters the trainable gradients each micro-batch without overlap;
+# parameter prefetching (stage3_prefetch_bucket_size) hides part of the gathers: assumed half.
+# Link bandwidth per GPU, GB/s, at an assumed 70% of the datasheet: MI300X/MI355X 7 Infinity Fabric links x
+# 64 GB/s each way (AMD datasheets); MI250X GCDs ~200 GB/s of xGMI; Radeon cards over PCIe 4.0/5.0 x16
+# (32/64 GB/s); between nodes one 400 Gb/s NIC per Instinct GPU (50 GB/s), 100 Gb/s for workstations.
+ZERO3_GATHER_HIDDEN = 0.5
+LINK_GBPS = {"cdna3": 310.0, "cdna4": 310.0, "cdna2": 140.0, "rdna3": 22.0, "rdna2": 22.0, "rdna4": 45.0}
+NODE_LINK_GBPS = {"cdna3": 35.0, "cdna4": 35.0, "cdna2": 17.0}
+DEFAULT_LINK_GBPS, DEFAULT_NODE_LINK_GBPS = 22.0, 8.7
+ZERO3_FACTOR_NO_PEAK = 0.9  # an arch without a peak (no compute time to compare against): a flat guess
 # ZeRO-Offload runs Adam on the CPU and moves weights and gradients over PCIe every step (Ren et al. 2021,
 # "ZeRO-Offload", sec. 4); with offload_param too, every forward and backward streams the weights in.
 OFFLOAD_FACTOR = 0.5
@@ -91,15 +103,47 @@ def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
             bwd = 2.0 * (n_layers + n_head) + 2.0 * k * n_layer + 2 * L * attn
             back_layers = L
         parts.append((f"backward through {back_layers} layer(s), weight gradients for {k}", bwd))
-    if w.gradient_checkpointing:
-        parts.append(("recompute: one more forward of the checkpointed layers", back_layers * (2.0 * n_layer + attn)))
     return sum(v for _, v in parts), tuple(parts)
+
+
+def recompute_flops(w: Workload) -> float:
+    """Gradient checkpointing's extra forward of every layer that runs backward (not model FLOPs)."""
+    if not w.gradient_checkpointing:
+        return 0.0
+    m = w.model
+    back_layers = min(abs(w.freeze_layers), m.num_hidden_layers) if w.method == "freeze" and w.freeze_layers > 0 \
+        else m.num_hidden_layers
+    return back_layers * (2.0 * m.layer_linear_params + 4.0 * m.q_dim * w.cutoff_len)
+
+
+def zero3_factor(w: Workload, flops: float | None = None) -> float:
+    """Compute time over compute + exposed communication for one micro-batch under ZeRO-3 (see LINK_GBPS)."""
+    if not w.peak_tflops:
+        return ZERO3_FACTOR_NO_PEAK
+    flops = flops if flops is not None else flops_per_token(w)[0] + recompute_flops(w)
+    W = w.world_size
+    share = (W - 1) / W
+    b16 = 2 if w.precision in ("bf16", "fp16") else 4
+    gathered = w.model.total_params * b16 * 2 * share  # forward and backward all-gathers
+    reduced = param_counts(w).trainable * b16 * share  # gradient reduce-scatter
+    gbps = (NODE_LINK_GBPS.get(w.arch_family, DEFAULT_NODE_LINK_GBPS) if w.nodes > 1
+            else LINK_GBPS.get(w.arch_family, DEFAULT_LINK_GBPS))
+    comm = (gathered * (1 - ZERO3_GATHER_HIDDEN) + reduced) / (gbps * 1e9)
+    compute = w.tokens_per_micro_batch * flops / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
+    return compute / (compute + comm)
 
 
 def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
     factors = []
-    if w.zero_stage == 3 and w.world_size > 1:
-        factors.append(("ZeRO-3 weight all-gathers", ZERO3_FACTOR))
+    model, extra = flops_per_token(w)[0], recompute_flops(w)
+    if extra:
+        factors.append(("gradient checkpointing recompute", model / (model + extra)))
+    if w.method == "lora":
+        factors.append(("PEFT LoRA adapters, unfused", LORA_FACTOR))
+    if w.zero_stage == 3 and w.world_size > 1 and not w.offload:
+        where = f"{w.nodes} nodes" if w.nodes > 1 else "one node"
+        factors.append((f"ZeRO-3 gathers per micro-batch of {w.tokens_per_micro_batch} tokens ({where})",
+                        zero3_factor(w, model + extra)))
     if w.offload:
         factors.append(("CPU offload (Adam on CPU, PCIe traffic)", OFFLOAD_FACTOR))
     if w.quant_bits:

@@ -19,9 +19,10 @@ from . import models
 
 # Planner settings a recipe may put under `plan:`.
 PLAN_KEYS = ("gpu_memory_gb", "host_memory_gb", "mfu", "model", "avg_tokens")
-# Model FLOPs utilisation range assumed when a recipe gives none: a planning assumption, not a measurement.
-# Public reference points: PaLM 540B reached 46% MFU on TPUv4 (Chowdhery et al. 2022, table 3); Hugging Face
-# Trainer / DeepSpeed fine-tunes of 7-70B dense models are commonly reported at 25-45%. `make bench` measures it.
+# Model FLOPs utilisation range (model FLOPs, recompute not counted) when neither the recipe (`plan.mfu`) nor
+# the arch table (`mfu:`, per arch with its sources) gives one: a planning assumption, not a measurement.
+# PaLM 540B reached 46% MFU on TPUv4 (Chowdhery et al. 2022, table 3); Hugging Face Trainer / DeepSpeed
+# fine-tunes of 7-70B dense models on H100/A100 are commonly reported at 25-45%. `make bench` measures it.
 DEFAULT_MFU = (0.25, 0.45)
 
 # LLaMA-Factory 0.9.5 defaults (llamafactory/hparams/*.py) for the arguments the planner reads.
@@ -73,10 +74,13 @@ class Workload:
     epochs: float = 3.0
     max_steps: int = -1
     mfu: tuple[float, float] = DEFAULT_MFU
+    mfu_source: str = "planner default"  # plan.mfu | docker/arches.yaml <arch> | planner default
+    arch_family: str = ""  # cdna3, rdna3...: which link speeds ZeRO-3's gathers run at (throughput.py)
     avg_tokens: int | None = None
     host_memory_gb: float | None = None
     ds_reduce_bucket: float | None = None  # elements; None: "auto" (hidden_size^2)
     ds_live_params: float = 1e9  # stage3_max_live_parameters
+    ds_sub_group_size: float = 1e9  # ZeRO-3 optimizer steps this many elements at a time (DeepSpeed's default)
 
     @property
     def world_size(self) -> int:
@@ -113,7 +117,7 @@ def _ds_settings(preset: str) -> dict[str, float | None]:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return found
-    for key in ("reduce_bucket_size", "stage3_max_live_parameters"):
+    for key in ("reduce_bucket_size", "stage3_max_live_parameters", "sub_group_size"):
         match = re.search(rf'"{key}"\s*:\s*("auto"|[0-9.eE+]+)', text)
         if match:
             value = match.group(1)
@@ -153,10 +157,11 @@ def _extra(lf: Mapping[str, Any], key: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in names if n.strip() in ("embed_tokens", "lm_head"))
 
 
-def _mfu(plan: Mapping[str, Any], file: str, problems: list[Problem]) -> tuple[float, float]:
+def _mfu(plan: Mapping[str, Any], arch: arches.Arch, file: str, problems: list[Problem]) -> tuple[float, float]:
+    default = arch.mfu or DEFAULT_MFU
     value = plan.get("mfu")
     if value is None:
-        return DEFAULT_MFU
+        return default
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = [value, value]
     if (isinstance(value, (list, tuple)) and len(value) == 2
@@ -165,7 +170,7 @@ def _mfu(plan: Mapping[str, Any], file: str, problems: list[Problem]) -> tuple[f
         return lo, hi
     problems.append(Problem(file, "plan.mfu", f"must be a fraction or a [low, high] pair in (0, 1], got {value!r}",
                             "e.g. plan: {mfu: [0.3, 0.4]}"))
-    return DEFAULT_MFU
+    return default
 
 
 def from_recipe(recipe: Recipe) -> tuple[Workload, list[Problem]]:
@@ -230,7 +235,7 @@ def from_recipe(recipe: Recipe) -> tuple[Workload, list[Problem]]:
     ds = _ds_settings(recipe.deepspeed)
     flash = str(lf.get("flash_attn", arch.attention))
     wl = Workload(
-        recipe=recipe.name, model=spec, arch=arch.name,
+        recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,
         peak_tflops=arch.peak(prec.name), precision=prec.name, is_gpu=arch.is_gpu,
         gpus_per_node=recipe.gpus_per_node, nodes=recipe.nodes, deepspeed=recipe.deepspeed,
@@ -248,10 +253,12 @@ def from_recipe(recipe: Recipe) -> tuple[Workload, list[Problem]]:
         gradient_checkpointing=not bool(lf.get("disable_gradient_checkpointing", False)),
         attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), stage=stage,
         epochs=float(epochs), max_steps=int(max_steps),
-        mfu=_mfu(plan, file, problems), avg_tokens=avg,
+        mfu=_mfu(plan, arch, file, problems), mfu_source="plan.mfu" if "mfu" in plan else
+        (f"docker/arches.yaml {arch.name}" if arch.mfu else "planner default"), avg_tokens=avg,
         host_memory_gb=float(host) if host is not None else None,
         ds_reduce_bucket=ds.get("reduce_bucket_size"),
         ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
+        ds_sub_group_size=ds.get("sub_group_size") or 1e9,
     )
     if any(p.severity == "error" for p in problems):
         raise ProblemReport(problems)

@@ -15,7 +15,9 @@ def test_plan_prints_the_breakdown(capsys):
     assert main(["plan", "qwen2.5-7b-lora-7900xtx"]) == 0
     out = capsys.readouterr().out
     for text in ("Memory per GPU (GiB)", "frozen weights", "activations", "logits + loss", "runtime reserve",
-                 "verdict: fits", "tokens/s per GPU", "FLOPs per token", "utilisation assumed 25-45%"):
+                 "verdict: fits", "tokens/s per GPU", "model FLOPs per token",
+                 "utilisation (MFU, recompute not counted) assumed 15-35% (docker/arches.yaml gfx1100)",
+                 "LoRA activations modelled as on a GPU"):
         assert text in out
 
 

@@ -1,0 +1,71 @@
+"""The CPU measurement behind the planner's per-layer activation bytes, run for real: one transformers
+LlamaDecoderLayer (with PEFT LoRA where the case says), a forward pass under
+torch.autograd.graph.saved_tensors_hooks, and the bytes of every distinct tensor autograd saved per token.
+The figures must match the table in test_plan_calibration.py (which the planner is checked against)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.plan.test_plan_calibration import LAYERS, SMALL
+
+torch = pytest.importorskip("torch", reason="the measurement needs the CPU training stack (make setup)")
+pytest.importorskip("peft", reason="the measurement needs the CPU training stack (make setup)")
+
+
+def saved_bytes_per_token(case) -> float:
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    cfg = LlamaConfig(**{k: v for k, v in SMALL.items() if k != "model_type"})
+    cfg._attn_implementation = "sdpa"
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = LlamaDecoderLayer(cfg, 0)
+            self.rope = LlamaRotaryEmbedding(cfg)
+
+        def forward(self, x):
+            pos = torch.arange(x.shape[1])[None]
+            out = self.layer(x, position_embeddings=self.rope(x, pos), attention_mask=None, position_ids=pos)
+            return out[0] if isinstance(out, tuple) else out
+
+    torch.manual_seed(0)
+    model = Wrap()
+    lora = case.changes.get("method") != "full"
+    autocast = lora and not case.changes.get("pure_bf16")  # LLaMA-Factory's fp32 adapters under autocast
+    if lora:
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=case.changes["lora_dropout"],
+                                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                 "gate_proj", "up_proj", "down_proj"]))
+    model = model.to(torch.bfloat16)
+    for p in model.parameters():
+        if autocast and p.requires_grad:
+            p.data = p.data.float()
+    model.train()
+
+    def saved(batch: int, seq: int) -> int:
+        x = torch.randn(batch, seq, SMALL["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
+        seen: dict[int, int] = {}
+
+        def pack(t):
+            ptr = t.untyped_storage().data_ptr()
+            if ptr != x.untyped_storage().data_ptr():  # the layer input is the previous layer's output
+                seen[ptr] = max(seen.get(ptr, 0), t.untyped_storage().nbytes())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                model(x)
+        return sum(seen.values())
+
+    # The difference between two lengths leaves out what does not grow with tokens (weights, autocast's
+    # weight copies, RoPE tables): bytes per token.
+    return (saved(2, 256) - saved(2, 128)) / (2 * 128)
+
+
+@pytest.mark.parametrize("case", LAYERS, ids=[c.name for c in LAYERS])
+def test_measured_saved_tensors_match_the_calibration_table(case):
+    assert saved_bytes_per_token(case) == pytest.approx(case.measured, rel=0.01)

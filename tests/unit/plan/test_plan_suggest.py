@@ -1,0 +1,118 @@
+"""Suggestions: combinations of changes, re-planned; tight ones marked; ranked by cost then modelled speed;
+what each costs stated (host RAM for offload, GPUs, the global batch, truncation)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from rocmft import recipes
+from rocmft.cli.main import main
+from rocmft.plan import activations, check, memory, suggest
+from tests.unit.plan.conftest import make_recipe
+
+
+def _shipped(name: str, *overrides: str):
+    return check(recipes.load(name, list(overrides)), strict=True)
+
+
+def _replan(name: str, base: tuple[str, ...], s: suggest.Suggestion):
+    """Apply a suggestion's SET= the way make plan/train would, and plan again."""
+    return _shipped(name, *base, *s.overrides)
+
+
+def test_llama3_8b_lora_on_one_7900xtx_gets_a_combination_that_fits_one_card(capsys):
+    # make plan RECIPE=llama3-8b-lora ARCH=gfx1100: 4 x 2048 tokens without checkpointing needs ~100 GiB
+    result = _shipped("llama3-8b-lora", "arch=gfx1100")
+    assert result.verdict == "does not fit" and result.memory.total_gib > 90
+    one_card = [s for s in result.suggestions if s.verdict == "fits"
+                and not any(o.startswith(("gpus_per_node=", "nodes=")) for o in s.overrides)]
+    assert one_card, [s.line() for s in result.suggestions]
+    best = one_card[0]
+    assert best.changes >= 3  # no single change, nor a pair, gets there: it takes a combination
+    again = _replan("llama3-8b-lora", ("arch=gfx1100",), best)
+    assert again.verdict == "fits" and again.workload.world_size == 1 and again.memory.capacity_gib == 24
+    assert again.workload.global_batch == result.workload.global_batch
+    assert main(["plan", "llama3-8b-lora", "--arch", "gfx1100"]) == 0
+    out = capsys.readouterr().out
+    assert best.line() in out and "no single change" not in out
+
+
+def test_liger_alone_fits_qwen_7b_at_4096_on_a_7900xtx():
+    result = _shipped("qwen2.5-7b-lora-7900xtx", "cutoff_len=4096")
+    assert result.verdict == "does not fit"
+    first = result.suggestions[0]
+    assert first.overrides == ("enable_liger_kernel=true",) and first.verdict == "fits"
+    assert "liger-kernel package" in first.line()
+    assert memory.logits_gib(_replan("qwen2.5-7b-lora-7900xtx", ("cutoff_len=4096",), first).workload) < 0.2
+
+
+def test_lora_dropout_0_is_offered_and_shrinks_lora_activations():
+    w = _shipped("llama3-8b-lora").workload
+    assert w.lora_dropout == 0.05 and w.is_gpu
+    gpu = [activations.lora_bytes(replace(w, lora_dropout=d)) for d in (0.05, 0.0)]
+    assert gpu[1] / gpu[0] < 0.7  # GPU: the 1-byte mask goes (3 -> 2 bytes per adapter input)
+    cpu = [activations.lora_bytes(replace(w, is_gpu=False, lora_dropout=d)) for d in (0.05, 0.0)]
+    assert cpu[1] / cpu[0] < 0.4  # CPU: the fp32 noise tensor goes too (6 -> 2)
+    dropout = [m for m in suggest._moves(w) if m.axis == "dropout"]
+    assert dropout and dropout[0].tier == 2 and dropout[0].apply(w).lora_dropout == 0
+
+
+def test_70b_full_on_four_gpus_per_node_offers_more_gpus_nodes_and_states_offload_host_ram():
+    result = _shipped("llama3-8b-full-z3", "model_name_or_path=meta-llama/Meta-Llama-3-70B",
+                      "disable_gradient_checkpointing=false", "gpus_per_node=4")
+    assert result.verdict == "does not fit"
+    found, tried = suggest.search(result.workload, result.memory)
+    assert tried > 100
+    nodes = [s for s in found if "nodes=2" in s.overrides and s.verdict == "fits"]
+    assert nodes and "8 GPUs in all" in nodes[0].line()
+    again = _replan("llama3-8b-full-z3", ("model_name_or_path=meta-llama/Meta-Llama-3-70B",
+                                          "disable_gradient_checkpointing=false", "gpus_per_node=4"), nodes[0])
+    assert again.verdict == "fits" and again.workload.nodes == 2
+    offload = [s for s in result.suggestions if "deepspeed=zero3-offload" in s.overrides]
+    assert offload and all(s.tier == 3 for s in offload)  # host RAM is hardware
+    host = re.search(r"host RAM ~([0-9.]+) TiB per node", offload[0].line())
+    assert host and 1.0 <= float(host.group(1)) <= 1.3  # 70.55B x 18 bytes on one node: ~1.15 TiB
+    assert result.suggestions[0].overrides == ("gradient_accumulation_steps=4", "gpus_per_node=8")
+
+
+def test_tight_results_are_kept_and_marked():
+    found, _ = suggest.search(*(lambda r: (r.workload, r.memory))(_shipped("llama3-8b-lora", "arch=gfx1100")))
+    tight = [s for s in found if s.verdict == "tight"]
+    assert tight and all("TIGHT" in s.line() for s in tight)
+    assert all("TIGHT" not in s.line() for s in found if s.verdict == "fits")
+
+
+def test_ranked_by_cost_then_speed_and_simpler_combinations_win():
+    result = _shipped("llama3-8b-lora", "arch=gfx1100")
+    found, _ = suggest.search(result.workload, result.memory)
+    tiers = [s.tier for s in found]
+    assert tiers == sorted(tiers)
+    same = [s for s in found if s.tier == 1 and s.verdict == "fits"]
+    assert [s.speed for s in same] == sorted((s.speed for s in same), reverse=True)
+    # no kept combination has a kept subset that is as cheap, fits as well and is as fast
+    for s in found:
+        for o in found:
+            if set(o.overrides) < set(s.overrides) and o.tier <= s.tier and o.verdict == s.verdict:
+                assert o.speed < s.speed * 0.99, (o.line(), s.line())
+    shown = result.suggestions
+    assert len(shown) <= suggest.MAX_SUGGESTIONS and {s.tier for s in shown} >= {1, 3, 4}
+
+
+def test_a_fitting_run_only_hears_of_faster_same_training_changes():
+    result = _shipped("llama3-8b-full-z3", "disable_gradient_checkpointing=false")
+    assert result.verdict == "fits" and result.suggestions
+    for s in result.suggestions:
+        assert s.tier == 1 and s.verdict == "fits" and s.speed > suggest.FASTER_THAN
+    speeds = [s.speed for s in result.suggestions]
+    assert speeds == sorted(speeds, reverse=True)
+
+
+def test_nothing_fits_says_what_was_tried_never_no_single_change(capsys):
+    recipe = make_recipe(arch="gfx1101", plan={"gpu_memory_gb": 3}, model_name_or_path="meta-llama/Meta-Llama-3-70B",
+                         finetuning_type="full")
+    result = check(recipe, strict=True)
+    assert result.verdict == "does not fit" and result.suggestions == []
+    for text in (result.report(), result.summary):
+        assert "no combination of up to 4 changes fits" in text
+        assert "no single change" not in text
