@@ -91,8 +91,20 @@ def prepare(
             validated_in = place.label if place.kind != "none" else ""
     except ProblemReport as report:
         raise ProblemReport(early + report.problems) from None
-    messages = raise_if_errors(messages)
+    messages = raise_if_errors(messages) + _first_run_notes(rendered)
     return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages, validated_in)
+
+
+def _first_run_notes(rendered: render.Rendered) -> list[Problem]:
+    """What a user would otherwise take for a hang: CPU offload's first run compiles DeepSpeed's CPU Adam."""
+    import json
+
+    zero = json.loads(rendered.ds_config or "{}").get("zero_optimization", {})
+    if str(zero.get("offload_optimizer", {}).get("device", "none")).lower() != "cpu":
+        return []
+    return [Problem("", "deepspeed", "the optimizer is offloaded to the CPU: the first such run on this host compiles "
+                    "DeepSpeed's CPU Adam for its CPU (once, a minute or two; cached in TORCH_EXTENSIONS_DIR)",
+                    severity="note")]
 
 
 def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, place=None) -> list[Problem]:
