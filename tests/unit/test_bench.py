@@ -315,6 +315,24 @@ def test_prediction_for_a_gpu_row_and_error_sign():
     assert bench.error_pct(None, 90.0) is None and bench.error_pct(100.0, None) is None
 
 
+def test_predicted_mfu_counts_model_flops_like_the_measured_column():
+    # llama3-8b-z3 on 8 GPUs: LoRA (unfused adapters) and ZeRO-3 gathers per micro-batch lower the MFU the row
+    # should show; the measured column divides by model FLOPs (no recompute), so the prediction does too.
+    import math
+
+    from rocmft import plan
+    from rocmft.plan import throughput
+
+    result = plan.check(recipes.load("llama3-8b-z3", shlex.split(GOOD["overrides"])), steps=20)
+    factors = dict(throughput.speed_factors(result.workload))
+    assert "PEFT LoRA adapters, unfused" in factors and any(k.startswith("ZeRO-3 gathers") for k in factors)
+    pred = bench.predict(GOOD)
+    lo, hi = result.workload.mfu
+    assert pred.mfu == pytest.approx((lo * math.prod(factors.values()), hi * math.prod(factors.values())))
+    line = bench.compare([(2, GOOD)])[0]
+    assert line.tps_err is not None and line.mem_err is not None  # an error per row
+
+
 def test_prediction_for_an_unknown_recipe_says_so():
     pred = bench.predict({**GOOD, "recipe": "someone-elses-recipe"})
     assert pred.memory_gib is None and pred.tokens_per_s is None

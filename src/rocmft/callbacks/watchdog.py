@@ -44,7 +44,7 @@ class Thresholds:
     min_steps: int
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any] | None) -> "Thresholds":
+    def from_settings(cls, settings: dict[str, Any] | None) -> Thresholds:
         merged = {**DEFAULTS, **(settings or {})}
         return cls(float(merged["grad_norm_max"]), int(merged["grad_norm_patience"]),
                    float(merged["loss_rise_factor"]), int(merged["min_steps"]))

@@ -33,8 +33,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .activations import (GIB, LOGITS_BYTES_PER_ENTRY, activations_gib, act_bytes, fused_attention,  # noqa: F401
-                          layer_activation_bytes, liger_applies, logits_gib, lora_device, saved_layers)
+from .activations import (  # noqa: F401
+    GIB,
+    LOGITS_BYTES_PER_ENTRY,
+    act_bytes,
+    activations_gib,
+    fused_attention,
+    layer_activation_bytes,
+    liger_applies,
+    logits_gib,
+    lora_device,
+    saved_layers,
+)
 from .workload import Workload
 
 # Verdict thresholds on total / capacity. The components already include a runtime reserve, so "tight" means

@@ -16,7 +16,10 @@ pytest.importorskip("peft", reason="the measurement needs the CPU training stack
 def saved_bytes_per_token(case) -> float:
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+    from transformers.models.llama.modeling_llama import (
+        LlamaDecoderLayer,
+        LlamaRotaryEmbedding,
+    )
 
     cfg = LlamaConfig(**{k: v for k, v in SMALL.items() if k != "model_type"})
     cfg._attn_implementation = "sdpa"
@@ -56,9 +59,9 @@ def saved_bytes_per_token(case) -> float:
                 seen[ptr] = max(seen.get(ptr, 0), t.untyped_storage().nbytes())
             return t
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                model(x)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            model(x)
         return sum(seen.values())
 
     # The difference between two lengths leaves out what does not grow with tokens (weights, autocast's

@@ -73,7 +73,7 @@ def planned(point: Point) -> tuple[float, memory.MemoryPlan]:
 
 @pytest.mark.parametrize("point", POINTS, ids=[p.name for p in POINTS])
 def test_calibration_point(point):
-    value, plan = planned(point)
+    value, _ = planned(point)
     assert point.figure * point.low <= value <= point.figure * point.high, (
         f"{point.name}: planned {value:.1f} {point.unit}, source {point.figure} ({point.url}) "
         f"within x{point.low:.3f}-x{point.high:.3f}")

@@ -77,7 +77,8 @@ def test_70b_full_on_four_gpus_per_node_offers_more_gpus_nodes_and_states_offloa
 
 
 def test_tight_results_are_kept_and_marked():
-    found, _ = suggest.search(*(lambda r: (r.workload, r.memory))(_shipped("llama3-8b-lora", "arch=gfx1100")))
+    result = _shipped("llama3-8b-lora", "arch=gfx1100")
+    found, _ = suggest.search(result.workload, result.memory)
     tight = [s for s in found if s.verdict == "tight"]
     assert tight and all("TIGHT" in s.line() for s in tight)
     assert all("TIGHT" not in s.line() for s in found if s.verdict == "fits")
