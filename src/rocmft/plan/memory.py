@@ -33,19 +33,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .activations import (  # noqa: F401
-    GIB,
-    LOGITS_BYTES_PER_ENTRY,
-    act_bytes,
-    activations_gib,
-    fused_attention,
-    layer_activation_bytes,
-    liger_applies,
-    logits_gib,
-    lora_device,
-    saved_layers,
-)
+from . import activations as act
 from .workload import Workload
+
+GIB = act.GIB
 
 # Verdict thresholds on total / capacity. The components already include a runtime reserve, so "tight" means
 # the estimate's own error (about +-20%, see the tests against LLaMA-Factory's table) could make it not fit.
@@ -270,18 +261,18 @@ def estimate(w: Workload) -> MemoryPlan:
         comps.append(Component("autocast", "autocast bf16 copies of the fp32 trainable weights",
                                counts.trainable * r.autocast / GIB, "fwd_bwd"))
     gc = "gradient checkpointing" if w.gradient_checkpointing else "no gradient checkpointing"
-    attn = "fused attention" if fused_attention(w) else "eager attention: seq^2 scores"
-    extra = ", Liger norms/SwiGLU" if liger_applies(w) else ""
+    attn = "fused attention" if act.fused_attention(w) else "eager attention: seq^2 scores"
+    extra = ", Liger norms/SwiGLU" if act.liger_applies(w) else ""
     comps.append(Component("activations", f"activations ({w.micro_batch} x {w.cutoff_len} tokens, {gc}, {attn}{extra})",
-                           activations_gib(w), "fwd_bwd"))
+                           act.activations_gib(w), "fwd_bwd"))
     if w.method == "lora" and w.lora_targets:
         dropout = (f"dropout {w.lora_dropout:g}: " + ("fused, a 1-byte mask" if w.is_gpu else "unfused, a noise tensor")
                    + " + lora_A's copy of its input") if w.lora_dropout > 0 else "no dropout"
-        notes.append(f"LoRA activations modelled as on a {lora_device(w)} ({dropout}; included above)")
-    chunked = liger_applies(w)
+        notes.append(f"LoRA activations modelled as on a {act.lora_device(w)} ({dropout}; included above)")
+    chunked = act.liger_applies(w)
     comps.append(Component("logits", f"logits + loss ({m.vocab_size:,} vocab, "
                            + ("Liger fused linear cross-entropy, chunked" if chunked else "fp32") + ")",
-                           logits_gib(w), "fwd_bwd"))
+                           act.logits_gib(w), "fwd_bwd"))
     step_elems = 0.0 if offload else counts.trainable / part1
     step_label = "optimizer-step temporaries (fp32 grads/AdamW; after backward, not with activations)"
     if stage == 3 and step_elems > w.ds_sub_group_size:

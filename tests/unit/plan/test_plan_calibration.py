@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from rocmft.plan import check, memory
+from rocmft.plan import activations, check, memory
 from rocmft.plan.workload import Workload
 from tests.unit.plan.conftest import make_recipe
 
@@ -155,5 +155,5 @@ def small_workload(**changes) -> Workload:
 
 @pytest.mark.parametrize("layer", LAYERS, ids=[x.name for x in LAYERS])
 def test_cpu_layer_bytes_match_the_measured_saved_tensors(layer):
-    planned = memory.layer_activation_bytes(small_workload(**layer.changes))
+    planned = activations.layer_activation_bytes(small_workload(**layer.changes))
     assert planned == pytest.approx(layer.measured, rel=0.01)  # the rest: rstd and the attention's logsumexp

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from rocmft import recipes
-from rocmft.plan import check, memory
+from rocmft.plan import activations, check, memory
 
 # LLaMA-Factory README, "Hardware Requirement" (estimated GPU memory for a 7B model):
 # https://github.com/hiyouga/LLaMA-Factory#hardware-requirement
@@ -139,11 +139,11 @@ def test_more_gpus_shrink_zero3_states(recipe_factory):
 
 def test_gradient_checkpointing_and_attention(recipe_factory):
     w = _w(recipe_factory, cutoff_len=4096, per_device_train_batch_size=2)
-    on, off = memory.activations_gib(w), memory.activations_gib(replace(w, gradient_checkpointing=False))
+    on, off = activations.activations_gib(w), activations.activations_gib(replace(w, gradient_checkpointing=False))
     assert off > 5 * on
-    eager = memory.activations_gib(replace(w, attention="disabled"))
+    eager = activations.activations_gib(replace(w, attention="disabled"))
     assert eager > on  # seq x seq scores of one layer kept
-    eager_off = memory.activations_gib(replace(w, attention="disabled", gradient_checkpointing=False))
+    eager_off = activations.activations_gib(replace(w, attention="disabled", gradient_checkpointing=False))
     assert eager_off - off > 10 * (eager - on)  # ... of every layer (33 vs 2) without checkpointing
 
 
@@ -151,9 +151,9 @@ def test_logits_buffer_grows_with_the_vocabulary(recipe_factory):
     llama2 = _w(recipe_factory, per_device_train_batch_size=4, cutoff_len=2048)
     llama3 = _w(recipe_factory, per_device_train_batch_size=4, cutoff_len=2048,
                 model_name_or_path="meta-llama/Meta-Llama-3-8B")
-    assert memory.logits_gib(llama3) / memory.logits_gib(llama2) == pytest.approx(128256 / 32000)
-    assert memory.logits_gib(llama3) == pytest.approx(4 * 2048 * 128256 * 14 / 2**30)  # ~13.7 GiB
-    assert memory.logits_gib(replace(llama3, liger=True)) < memory.logits_gib(llama3) / 20
+    assert activations.logits_gib(llama3) / activations.logits_gib(llama2) == pytest.approx(128256 / 32000)
+    assert activations.logits_gib(llama3) == pytest.approx(4 * 2048 * 128256 * 14 / 2**30)  # ~13.7 GiB
+    assert activations.logits_gib(replace(llama3, liger=True)) < activations.logits_gib(llama3) / 20
 
 
 def test_lora_trainable_params(recipe_factory):
@@ -205,4 +205,4 @@ def test_plan_gpu_memory_override(recipe_factory):
 def test_freeze_trains_the_top_layers(recipe_factory):
     w = _w(recipe_factory, finetuning_type="freeze", freeze_trainable_layers=2)
     assert memory.param_counts(w).trainable == 2 * w.model.layer_params
-    assert memory.saved_layers(w) == 2
+    assert activations.saved_layers(w) == 2

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from rocmft import recipes
 from rocmft.cli.main import main
-from rocmft.plan import activations, check, memory, suggest
+from rocmft.plan import activations, check, suggest
 from tests.unit.plan.conftest import make_recipe
 
 
@@ -44,7 +44,7 @@ def test_liger_alone_fits_qwen_7b_at_4096_on_a_7900xtx():
     first = result.suggestions[0]
     assert first.overrides == ("enable_liger_kernel=true",) and first.verdict == "fits"
     assert "liger-kernel package" in first.line()
-    assert memory.logits_gib(_replan("qwen2.5-7b-lora-7900xtx", ("cutoff_len=4096",), first).workload) < 0.2
+    assert activations.logits_gib(_replan("qwen2.5-7b-lora-7900xtx", ("cutoff_len=4096",), first).workload) < 0.2
 
 
 def test_lora_dropout_0_is_offered_and_shrinks_lora_activations():
