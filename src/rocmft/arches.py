@@ -5,16 +5,29 @@ Read by the image build, the launcher, the planner and the renderer: one source 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any
 
 import yaml
 
 from . import paths
 from .problems import Problem, ProblemReport, did_you_mean
+
+# The Arch fields a product may set differently from its arch's first product.
+PRODUCT_FIGURES = ("gpu_memory_gb", "gpus_per_node", "peak_tflops", "unified_memory")
+
+
+@dataclass(frozen=True)
+class Product:
+    """One product of an arch: how to recognise it on a host and the figures that differ from the arch's."""
+    name: str
+    device_ids: tuple[int, ...] = ()  # PCI device ids (KFD's device_id)
+    compute_units: int | None = None  # per device as KFD counts it (one GCD of an MI250X)
+    figures: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -41,10 +54,41 @@ class Arch:
     rccl_env: Mapping[str, str] = field(default_factory=dict)
     # Only for a run on all gpus_per_node GPUs of a single node (AMD's RCCL channel count is tuned for that).
     full_node_env: Mapping[str, str] = field(default_factory=dict)
+    product: str = ""  # whose figures these are: the first of `products` unless for_product() chose another
+    product_table: Mapping[str, Product] = field(default_factory=dict)
+    unified_memory: bool = False  # an APU: GPU memory is the host's memory (nothing to offload to)
 
     @property
     def is_gpu(self) -> bool:
         return self.family != "cpu"
+
+    def for_product(self, name: str) -> Arch:
+        """This arch with one product's figures; KeyError for a product the arch does not list."""
+        if name not in self.products:
+            raise KeyError(name)
+        entry = self.product_table.get(name)
+        figures = dict(entry.figures) if entry else {}
+        if "peak_tflops" in figures:
+            figures["peak_tflops"] = MappingProxyType(dict(figures["peak_tflops"] or {}))
+        return replace(self, product=name, **figures)
+
+    def identify(self, device_id: int | None, compute_units: int | None = None, name: str = "") -> str | None:
+        """The product a GPU of this arch is, from its PCI device id, its CU count, or a tool's marketing name;
+        None when they do not single one out (then the arch's first product's figures are used)."""
+        found: Iterable[Product] = self.product_table.values()
+        if device_id:
+            found = [p for p in found if device_id in p.device_ids]
+            if len(found) > 1 and compute_units:
+                found = [p for p in found if p.compute_units == compute_units]
+            if len(found) == 1:
+                return found[0].name
+        if name:
+            # "AMD Instinct MI300X" vs "MI300X VF": the longest product name the marketing name holds
+            words = name.upper().replace("/", " ").split()
+            named = sorted((p for p in self.products if p.upper() in words), key=len, reverse=True)
+            if named:
+                return named[0]
+        return None
 
     def peak(self, precision: str) -> float | None:
         """Dense peak TFLOP/s for a compute precision, or None when the table does not know it."""
@@ -75,7 +119,22 @@ def _build(name: str, entry: dict, defaults: dict) -> Arch:
         env=MappingProxyType({k: str(v) for k, v in (merged.get("env") or {}).items()}),
         rccl_env=MappingProxyType({k: str(v) for k, v in (merged.get("rccl_env") or {}).items()}),
         full_node_env=MappingProxyType({k: str(v) for k, v in (entry.get("full_node_env") or {}).items()}),
+        product=(tuple(merged.get("products", ())) or ("",))[0],
+        product_table=MappingProxyType({pname: _product(name, pname, spec or {}, tuple(merged.get("products", ())))
+                                        for pname, spec in (entry.get("product_figures") or {}).items()}),
+        unified_memory=bool(merged.get("unified_memory", False)),
     )
+
+
+def _product(arch: str, name: str, spec: dict, products: tuple[str, ...] | None = None) -> Product:
+    if products is not None and name not in products:
+        raise ValueError(f"docker/arches.yaml arches.{arch}.product_figures.{name}: not in arches.{arch}.products")
+    unknown = set(spec) - {"device_ids", "compute_units", *PRODUCT_FIGURES}
+    if unknown:  # a typo here would silently plan with the arch's figures
+        raise ValueError(f"docker/arches.yaml arches.{arch}.product_figures.{name}: unknown keys {sorted(unknown)}")
+    return Product(name=name, device_ids=tuple(int(i) for i in spec.get("device_ids", ())),
+                   compute_units=spec.get("compute_units"),
+                   figures=MappingProxyType({k: spec[k] for k in PRODUCT_FIGURES if k in spec}))
 
 
 @lru_cache(maxsize=None)

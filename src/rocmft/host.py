@@ -38,6 +38,8 @@ class GPU:
     name: str = ""  # marketing name when a tool reports it (AMD Instinct MI300X)
     render_node: str | None = None  # /dev/dri/renderD128: the device file that gives a container this GPU
     pci: str = ""  # 0000:0c:00.0
+    device_id: int | None = None  # PCI device id (KFD's device_id): which product of the arch (docker/arches.yaml)
+    compute_units: int | None = None  # as KFD counts them (simd_count / simd_per_cu); fewer in a compute partition
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,17 @@ def _pci(props: Mapping[str, str]) -> str:
     return f"{domain:04x}:{location >> 8:02x}:{(location >> 3) & 0x1f:02x}.{location & 0x7}"
 
 
-def gpus_from_sysfs(topology: str | Path = KFD_TOPOLOGY, dri: str = DRI) -> list[GPU]:
+def _number(props: Mapping[str, str], key: str) -> int | None:
+    try:
+        value = int(props.get(key, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def gpus_from_sysfs(topology: str | Path | None = None, dri: str = DRI) -> list[GPU]:
     """The KFD topology: nodes with SIMDs are GPUs, in node order (ROCr's order)."""
-    base = Path(topology)
+    base = Path(topology or KFD_TOPOLOGY)
     if not base.is_dir():
         return []
     nodes = sorted((p for p in base.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
@@ -141,8 +151,10 @@ def gpus_from_sysfs(topology: str | Path = KFD_TOPOLOGY, dri: str = DRI) -> list
             continue  # a CPU node
         minor = props.get("drm_render_minor")
         render = f"{dri}/renderD{minor}" if minor and minor.isdigit() and int(minor) > 0 else None
+        simds, per_cu = _number(props, "simd_count"), _number(props, "simd_per_cu")
         found.append(GPU(index=len(found), gfx=gfx_from_target_version(props.get("gfx_target_version", "0")),
-                         render_node=render, pci=_pci(props)))
+                         render_node=render, pci=_pci(props), device_id=_number(props, "device_id"),
+                         compute_units=simds // per_cu if simds and per_cu else None))
     return found
 
 
@@ -191,7 +203,8 @@ def merge_gpus(sysfs: list[GPU], named: list[GPU]) -> list[GPU]:
         return list(named)
     if len(named) != len(sysfs):
         return list(sysfs)
-    return [GPU(index=s.index, gfx=s.gfx or n.gfx, name=n.name, render_node=s.render_node, pci=s.pci)
+    return [GPU(index=s.index, gfx=s.gfx or n.gfx, name=n.name, render_node=s.render_node, pci=s.pci,
+                device_id=s.device_id, compute_units=s.compute_units)
             for s, n in zip(sysfs, named, strict=True)]
 
 

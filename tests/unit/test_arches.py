@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rocmft import arches
 from rocmft.launch import plan as launch_plan
 
@@ -42,3 +44,69 @@ def test_min_nchannels_only_on_a_full_single_mi300x_node():
     assert "NCCL_MIN_NCHANNELS" not in partial and "NCCL_MIN_NCHANNELS" not in multi
     # ROCm's default since 6.2; kept explicit for older bases (the table says so beside it).
     assert full["HIP_FORCE_DEV_KERNARG"] == "1"
+
+
+def test_each_arch_figures_are_its_first_product():
+    # The arch-level figures serve a host whose product is not recognised: they must be the first product's.
+    for name, arch in TABLE.items():
+        assert set(arch.product_table) <= set(arch.products), name
+        if arch.products:
+            assert arch.product == arch.products[0], name
+            assert arch.for_product(arch.product) == arch, name
+
+
+@pytest.mark.parametrize("arch,product,cus,ghz,per_cu,peak", [
+    # BF16 dense = CUs x peak engine clock x BF16 FLOPs/clock/CU. FLOPs/clock/CU and clocks: AMD's
+    # microarchitecture pages (docs conceptual/gpu-arch/mi300.md: 2048 at 2.1 GHz; mi250.md: 1024 at 1.7 GHz);
+    # CDNA4 4096, MI355X 2.4 GHz / MI350X 2.2 GHz (AMD at Hot Chips 2025). CUs: AMD's GPU specifications table.
+    ("gfx942", "MI300X", 304, 2.1, 2048, 1307.4),
+    ("gfx942", "MI325X", 304, 2.1, 2048, 1307.4),
+    ("gfx942", "MI300A", 228, 2.1, 2048, 980.6),
+    ("gfx950", "MI355X", 256, 2.4, 4096, 2516.6),
+    ("gfx950", "MI350X", 256, 2.2, 4096, 2306.9),
+    ("gfx90a", "MI250X", 110, 1.7, 1024, 191.5),  # per GCD: ROCr shows each GCD as one GPU
+    ("gfx90a", "MI250", 104, 1.7, 1024, 181.0),
+    ("gfx90a", "MI210", 104, 1.7, 1024, 181.0),
+])
+def test_product_peaks_follow_from_cus_and_clock(arch, product, cus, ghz, per_cu, peak):
+    figures = TABLE[arch].for_product(product)
+    assert round(cus * ghz * 1e9 * per_cu / 1e12, 1) == figures.peak("bf16") == figures.peak("fp16") == peak
+    assert figures.peak("fp32") == round(cus * ghz * 1e9 * 256 / 1e12, 1)  # matrix FP32: 256 FLOPs/clock/CU
+    assert TABLE[arch].product_table[product].compute_units == cus
+
+
+@pytest.mark.parametrize("arch,product,memory,per_node,unified", [
+    ("gfx942", "MI300X", 192, 8, False),
+    ("gfx942", "MI325X", 256, 8, False),  # HBM3E; AMD GPU specifications table: 256 GiB
+    ("gfx942", "MI300A", 128, 4, True),   # 128 GB HBM3 shared with 24 Zen 4 cores; 4 APUs per node
+    ("gfx950", "MI350X", 288, 8, False),
+    ("gfx90a", "MI250", 64, 8, False),    # 128 GB per card, 64 per GCD
+    ("gfx90a", "MI210", 64, 8, False),
+])
+def test_product_memory_and_node_size(arch, product, memory, per_node, unified):
+    figures = TABLE[arch].for_product(product)
+    assert (figures.gpu_memory_gb, figures.gpus_per_node, figures.unified_memory) == (memory, per_node, unified)
+
+
+@pytest.mark.parametrize("arch,device_id,cus,product", [
+    # PCI ids from libdrm's data/amdgpu.ids
+    ("gfx942", 0x74A0, 228, "MI300A"), ("gfx942", 0x74A1, 304, "MI300X"), ("gfx942", 0x74B5, 304, "MI300X"),
+    ("gfx942", 0x74A5, 304, "MI325X"), ("gfx950", 0x75A3, 256, "MI355X"), ("gfx950", 0x75A0, 256, "MI350X"),
+    ("gfx90a", 0x7408, 110, "MI250X"), ("gfx90a", 0x740C, 110, "MI250X"), ("gfx90a", 0x740C, 104, "MI250"),
+    ("gfx90a", 0x740F, 104, "MI210"),
+    ("gfx90a", 0x740C, None, None),  # "MI250X / MI250" and no CU count: not guessed
+    ("gfx942", 0x74A2, 80, None),    # MI308X: not in the table
+])
+def test_identify_by_device_id_then_cus(arch, device_id, cus, product):
+    assert TABLE[arch].identify(device_id, cus) == product
+
+
+def test_identify_by_marketing_name_when_no_device_id():
+    assert TABLE["gfx942"].identify(None, None, "AMD Instinct MI300A") == "MI300A"
+    assert TABLE["gfx942"].identify(None, None, "AMD Instinct MI300X VF") == "MI300X"
+    assert TABLE["gfx942"].identify(None, None, "gfx942") is None
+
+
+def test_a_typo_in_product_figures_is_refused():
+    with pytest.raises(ValueError, match="gpu_memory"):
+        arches._product("gfx942", "MI300A", {"gpu_memory": 128})

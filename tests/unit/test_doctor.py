@@ -130,6 +130,25 @@ def test_doctor_healthy_mi300x_node():
     assert "iommu=pt on the kernel command line" in text
 
 
+def test_doctor_names_the_product_from_kfd_and_the_figures_the_planner_uses(tmp_path):
+    # A 4-APU MI300A node as sysfs shows it, no rocminfo: the product comes from KFD's PCI device id (74A0,
+    # libdrm data/amdgpu.ids) and CU count (228 = simd_count / simd_per_cu).
+    topo = tmp_path / "nodes"
+    write_node(topo, 0, cpu_cores_count=96, simd_count=0, gfx_target_version=0)
+    for i in range(4):
+        write_node(topo, i + 1, simd_count=912, simd_per_cu=4, gfx_target_version=90402, device_id=0x74A0,
+                   drm_render_minor=128 + i)
+    gpus = tuple(host.gpus_from_sysfs(topo))
+    assert [(g.device_id, g.compute_units) for g in gpus] == [(0x74A0, 228)] * 4
+    report = doctor.check(node(gpus=gpus, tools={}), DOCKER_OK, A)
+    text = "\n".join(doctor.render(report))
+    assert "GPU 0: gfx942 MI300A (/dev/dri/renderD128)" in text
+    assert "gfx942 is MI300A: `make plan` uses its figures (128 GB, 980.6 bf16 TFLOP/s, 4 per node)" in text
+    unknown = tuple(GPU(i, "gfx942", render_node=f"/dev/dri/renderD{128 + i}", device_id=0x74A2) for i in range(2))
+    findings = levels(doctor.check(node(gpus=unknown, tools={}), DOCKER_OK, A))
+    assert findings["gfx942 GPUs (0x74a2) are not a product docker/arches.yaml knows: `make plan` uses MI300X's figures"] == "warn"
+
+
 def test_doctor_no_gpu_says_so_plainly_and_points_to_demo():
     report = doctor.check(NO_GPU, NO_DOCKER, A)
     assert report.no_gpu and not report.failed and report.suggested_arch is None

@@ -110,7 +110,11 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
                         "cannot open the GPUs; containers get the group by GID anyway", usermod)
 
     # ---- the GPUs and their arch
-    gpus = [f"GPU {g.index}: {g.gfx or 'unknown gfx'}" + (f" {g.name}" if g.name else "")
+    def product(g) -> str | None:
+        a = arches.get(g.gfx)
+        return a.identify(g.device_id, g.compute_units, g.name) if a is not None else None
+
+    gpus = [f"GPU {g.index}: {g.gfx or 'unknown gfx'}" + (f" {g.name}" if g.name else (f" {product(g)}" if product(g) else ""))
             + (f" ({g.render_node})" if g.render_node else "") + (f" [{g.pci}]" if g.pci else "") for g in host.gpus]
     suggested = None
     if host.gpus:
@@ -128,6 +132,21 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
             add("warn", f"this host mixes GPU arches ({', '.join(found)}): one image serves one arch",
                 "select GPUs of one arch with GPUS=")
         suggested = known[0] if known else None
+        for name in known:
+            a = arches[name]
+            if not a.product_table:
+                continue
+            mine = [g for g in host.gpus if g.gfx == name]
+            named = sorted({p for p in map(product, mine) if p})
+            if named:
+                for p in named:
+                    f = a.for_product(p)
+                    add("ok", f"{name} is {p}: `make plan` uses its figures ({f.gpu_memory_gb:g} GB, "
+                        f"{f.peak('bf16') or 0:g} bf16 TFLOP/s, {f.gpus_per_node} per node)")
+            else:
+                ids = ", ".join(sorted({f"0x{g.device_id:04x}" for g in mine if g.device_id})) or "no device id"
+                add("warn", f"{name} GPUs ({ids}) are not a product docker/arches.yaml knows: "
+                    f"`make plan` uses {a.product}'s figures", f"set plan: {{product: ...}} in the recipe ({', '.join(a.products)})")
         if not host.tools:
             add("info", "neither rocminfo nor amd-smi is installed on the host; GPUs read from sysfs",
                 "optional: install rocminfo/amd-smi for product names")

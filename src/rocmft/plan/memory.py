@@ -222,6 +222,9 @@ def estimate(w: Workload) -> MemoryPlan:
         comps.append(Component("offloaded", f"weights ({_fmt_params(m.total_params)}), gradients, Adam states, fp32 master: "
                                "in host RAM (zero3-offload)", 0.0, "persistent"))
         notes.append("zero3-offload: the GPU holds only the layers being computed (gathered weights) and activations")
+        if w.unified_memory:
+            notes.append(f"{w.product}: CPU and GPU share one memory, so the offloaded states (host RAM below) come "
+                         "out of the same GPU memory")
     else:
         if frozen_n:
             dtype = w.precision

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import paths
+from .. import arches, paths
 from . import memory as mem
 from . import suggest
 
@@ -126,7 +126,12 @@ def _header(result: PlanResult) -> list[str]:
     cap = f"{w.capacity_gib:g} GiB each" if w.capacity_gib else "GPU memory unknown"
     peak = f"{w.precision} peak {w.peak_tflops:g} TFLOP/s" if w.peak_tflops else f"no known {w.precision} peak"
     unit = "GPU(s)" if w.is_gpu else "process(es)"
-    lines.append(f"  hardware  {w.world_size} x {w.arch} ({w.nodes} node(s) x {w.gpus_per_node} {unit}), {cap}, {peak}")
+    product = f" {w.product}" if w.product else ""
+    lines.append(f"  hardware  {w.world_size} x {w.arch}{product} ({w.nodes} node(s) x {w.gpus_per_node} {unit}), {cap}, {peak}")
+    others = [p for p in arches.get(w.arch).products if p != w.product] if w.product_source else []
+    if w.product_source:
+        lines.append(f"            {w.product}'s figures ({w.product_source})" + (
+            f"; for another: SET=plan.product={'|'.join(others)}" if others and w.product_source != "plan.product" else ""))
     trainable = result.memory.trainable_params if result.memory else 0
     pct = f", {100 * trainable / m.total_params:.2f}% of the model" if w.method != "full" else ""
     ds = "no DeepSpeed" if w.deepspeed == "none" else f"DeepSpeed {w.deepspeed}"

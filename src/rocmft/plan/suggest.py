@@ -87,7 +87,8 @@ def _grow(w: Workload, gpus_per_node: int, nodes: int) -> Workload:
 def _moves(w: Workload) -> list[Move]:
     out = [Move("checkpointing", 1, lambda x: replace(x, gradient_checkpointing=not x.gradient_checkpointing))]
     for preset in ("none", "zero2", "zero3", "zero3-offload"):
-        if preset != w.deepspeed:
+        # an APU's CPU memory is its GPU memory: offloading frees nothing
+        if preset != w.deepspeed and not (preset.endswith("offload") and w.unified_memory):
             out.append(Move("deepspeed", 3 if preset.endswith("offload") else 1,
                             lambda x, p=preset: replace(x, deepspeed=p)))
     b, ga = w.micro_batch, w.grad_accum
@@ -103,7 +104,7 @@ def _moves(w: Workload) -> list[Move]:
     if w.method == "lora" and w.lora_dropout > 0:
         out.append(Move("dropout", 2, lambda x: replace(x, lora_dropout=0.0)))
     arch = arches.table().get(w.arch)
-    most = arch.gpus_per_node if arch is not None else w.gpus_per_node
+    most = w.node_gpus if w.is_gpu else w.gpus_per_node
     if w.gpus_per_node < most:
         out.append(Move("hardware", 3, lambda x: _grow(x, most, x.nodes)))
     for factor in (2, 4):

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from .. import arches, paths, precision
+from .. import arches, host, paths, precision
 from ..problems import Problem, ProblemReport, did_you_mean
 from ..recipes import Recipe
 from . import models
 
 # Planner settings a recipe may put under `plan:`.
-PLAN_KEYS = ("gpu_memory_gb", "host_memory_gb", "mfu", "model", "avg_tokens")
+PLAN_KEYS = ("product", "gpu_memory_gb", "host_memory_gb", "mfu", "model", "avg_tokens")
 # Model FLOPs utilisation range (model FLOPs, recompute not counted) when neither the recipe (`plan.mfu`) nor
 # the arch table (`mfu:`, per arch with its sources) gives one: a planning assumption, not a measurement.
 # PaLM 540B reached 46% MFU on TPUv4 (Chowdhery et al. 2022, table 3); Hugging Face Trainer / DeepSpeed
@@ -81,6 +81,10 @@ class Workload:
     ds_reduce_bucket: float | None = None  # elements; None: "auto" (hidden_size^2)
     ds_live_params: float = 1e9  # stage3_max_live_parameters
     ds_sub_group_size: float = 1e9  # ZeRO-3 optimizer steps this many elements at a time (DeepSpeed's default)
+    product: str = ""  # whose figures (capacity, peak, GPUs per node) the plan uses: MI300X, MI300A...
+    product_source: str = ""  # plan.product | detected on this host | the arch's first product
+    node_gpus: int = 8  # GPUs one node of that product holds (what a "more GPUs" suggestion may use)
+    unified_memory: bool = False  # an APU: "CPU" offload lands in the same memory
 
     @property
     def world_size(self) -> int:
@@ -173,8 +177,51 @@ def _mfu(plan: Mapping[str, Any], arch: arches.Arch, file: str, problems: list[P
     return default
 
 
-def from_recipe(recipe: Recipe) -> tuple[Workload, list[Problem]]:
-    """The workload of a loaded recipe, plus warnings; a ProblemReport for input the planner cannot use."""
+def _product(plan: Mapping[str, Any], arch: arches.Arch, gpus, file: str,
+             problems: list[Problem]) -> tuple[arches.Arch, str]:
+    """The arch with the figures of the product the run is for, and where that choice came from."""
+    first = f"the first {arch.name} product in docker/arches.yaml"
+    asked = plan.get("product")
+    if asked is not None:
+        if str(asked) in arch.products:
+            return arch.for_product(str(asked)), "plan.product"
+        problems.append(Problem(file, "plan.product", f"`{asked}` is not a {arch.name} product",
+                                did_you_mean(str(asked), arch.products) or f"{arch.name} products: {', '.join(arch.products)}"))
+        return arch, first
+    if not arch.product_table:
+        return arch, first
+    mine = [g for g in (host.gpus_from_sysfs() if gpus is None else gpus) if g.gfx == arch.name]
+    if not mine:
+        return arch, first
+    names = [arch.identify(g.device_id, g.compute_units, g.name) for g in mine]
+    known = [n for n in names if n]
+    if not known:
+        ids = sorted({f"0x{g.device_id:04x}" for g in mine if g.device_id})
+        problems.append(Problem(file, "plan.product", f"this host's {arch.name} GPUs ({', '.join(ids) or 'no device id'}) "
+                                f"are not a product docker/arches.yaml knows: planned with {arch.product}'s figures",
+                                f"set plan: {{product: ...}} ({', '.join(arch.products)}) or plan.gpu_memory_gb",
+                                severity="warning"))
+        return arch, first
+    product = known[0]
+    if len(set(known)) > 1:
+        problems.append(Problem(file, "plan.product", f"this host mixes {' and '.join(sorted(set(known)))}: planned for "
+                                f"{product} (GPU {mine[names.index(product)].index})", "set plan: {product: ...} to choose",
+                                severity="warning"))
+    chosen = arch.for_product(product)
+    spec = arch.product_table.get(product)
+    partitioned = [g for g in mine if spec and spec.compute_units and g.compute_units
+                   and g.compute_units < spec.compute_units]
+    if partitioned:
+        g = partitioned[0]
+        problems.append(Problem(file, "plan.product", f"GPU {g.index} has {g.compute_units} of the {product}'s "
+                                f"{spec.compute_units} CUs (a compute partition): planned with the whole GPU's figures",
+                                "set plan.gpu_memory_gb and plan.mfu for one partition", severity="warning"))
+    return chosen, f"detected on this host: {len(mine)} x {product} (/sys/class/kfd)"
+
+
+def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
+    """The workload of a loaded recipe, plus warnings; a ProblemReport for input the planner cannot use.
+    `gpus`: the host's GPUs to recognise the product by (host.GPU list); None reads this host's KFD topology."""
     file = recipe.path
     problems: list[Problem] = []
     lf = dict(recipe.llamafactory)
@@ -183,7 +230,11 @@ def from_recipe(recipe: Recipe) -> tuple[Workload, list[Problem]]:
         if key not in PLAN_KEYS:
             problems.append(Problem(file, f"plan.{key}", "unknown planner setting",
                                     did_you_mean(key, PLAN_KEYS) or f"known: {', '.join(PLAN_KEYS)}", severity="warning"))
-    arch = arches.get(recipe.arch, file=file)
+    arch, product_source = _product(plan, arches.get(recipe.arch, file=file), gpus, file, problems)
+    if arch.is_gpu and recipe.gpus_per_node > arch.gpus_per_node:
+        problems.append(Problem(file, "gpus_per_node", f"{recipe.gpus_per_node} GPUs per node planned, but an "
+                                f"{arch.product} node holds {arch.gpus_per_node}", "set gpus_per_node or NODES= to match",
+                                severity="warning"))
     prec, _ = precision.resolve(recipe.precision, arch, file)  # precision problems are render's to report
     spec = models.resolve(str(lf.get("model_name_or_path") or ""), plan.get("model"), file=file)
 
@@ -259,6 +310,8 @@ def from_recipe(recipe: Recipe) -> tuple[Workload, list[Problem]]:
         ds_reduce_bucket=ds.get("reduce_bucket_size"),
         ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
         ds_sub_group_size=ds.get("sub_group_size") or 1e9,
+        product=arch.product if arch.is_gpu else "", product_source=product_source if arch.is_gpu else "",
+        node_gpus=arch.gpus_per_node, unified_memory=arch.unified_memory,
     )
     if any(p.severity == "error" for p in problems):
         raise ProblemReport(problems)

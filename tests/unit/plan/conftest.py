@@ -28,3 +28,12 @@ def make_recipe(arch: str = "gfx942", gpus: int = 1, nodes: int = 1, deepspeed: 
 @pytest.fixture
 def recipe_factory():
     return make_recipe
+
+
+@pytest.fixture(autouse=True)
+def _no_host_gpus(tmp_path, monkeypatch):
+    """The planner recognises the product from this host's KFD topology: plan every test as on a host without
+    GPUs (the arch's first product) unless the test builds a topology of its own."""
+    from rocmft import host
+
+    monkeypatch.setattr(host, "KFD_TOPOLOGY", str(tmp_path / "no-kfd-topology"))
