@@ -3,6 +3,8 @@ where it trained: this venv or the arch's container. With --prompt: one answer o
 
 from __future__ import annotations
 
+from .common import add_where_arguments
+
 HELP = "chat with a run: its base model + adapter (or merged export) and its template (--prompt for one answer)"
 
 
@@ -11,12 +13,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--prompt", default=None, help="answer this one prompt on stdout and exit")
     parser.add_argument("--set", dest="set_string", default="",
                         help='generation settings, e.g. "max_new_tokens=128 temperature=0.2"')
-    parser.add_argument("--runtime", default=None, help="local | docker (default: where the run trained)")
-    parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
-    parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
-    parser.add_argument("--print-runtime", action="store_true",
-                        help="print where this would run (local | docker) and exit (make installs the CPU stack for local)")
-    parser.add_argument("--verbose", action="store_true", help="show the model's loading log")
+    add_where_arguments(parser, "where the run trained", "show the model's loading log")
 
 
 def run(args) -> int:

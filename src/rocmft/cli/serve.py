@@ -3,21 +3,19 @@
 
 from __future__ import annotations
 
+from .common import add_listen_arguments, add_where_arguments
+
 HELP = "serve a run over LLaMA-Factory's OpenAI-compatible API (127.0.0.1:8000; API_KEY= requires a key)"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("run", nargs="?", default="last", help="run dir or name, or `last` (the newest run)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", default=None, help="TCP port (default 8000)")
+    from ..serve.plan import API_PORT
+
+    add_listen_arguments(parser, API_PORT)
     parser.add_argument("--set", dest="set_string", default="",
                         help='default generation settings, e.g. "max_new_tokens=128 temperature=0.2"')
-    parser.add_argument("--runtime", default=None, help="local | docker (default: where the run trained)")
-    parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
-    parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
-    parser.add_argument("--print-runtime", action="store_true",
-                        help="print where this would run (local | docker) and exit (make installs the CPU stack for local)")
-    parser.add_argument("--verbose", action="store_true", help="show the model's loading log too")
+    add_where_arguments(parser, "where the run trained", "show the model's loading log too")
 
 
 def run(args) -> int:

@@ -3,19 +3,17 @@ arch's container with its devices and the project, data and HF cache mounted, or
 
 from __future__ import annotations
 
+from .common import add_listen_arguments, add_where_arguments
+
 HELP = "LLaMA-Factory's LlamaBoard web UI (127.0.0.1:7860) in the arch's container, or local for cpu"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--arch", default=None, help="the image's arch (default: this host's GPUs, else cpu)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", default=None, help="TCP port (default 7860)")
-    parser.add_argument("--runtime", default=None, help="local | docker (default: docker for GPU arches, local for cpu)")
-    parser.add_argument("--gpus", default=None, help="RUNTIME=docker: only these GPUs, e.g. 0,1 (default: all)")
-    parser.add_argument("--image", default=None, help="RUNTIME=docker: a local image instead of rocmft:<arch>")
-    parser.add_argument("--print-runtime", action="store_true",
-                        help="print where this would run (local | docker) and exit (make installs the CPU stack for local)")
-    parser.add_argument("--verbose", action="store_true", help="show Gradio's start-up log too")
+    from ..serve.plan import WEBUI_PORT
+
+    add_listen_arguments(parser, WEBUI_PORT)
+    add_where_arguments(parser, "docker for GPU arches, local for cpu", "show Gradio's start-up log too")
 
 
 def run(args) -> int:
