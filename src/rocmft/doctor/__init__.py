@@ -114,7 +114,7 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
         a = arches.get(g.gfx)
         return a.identify(g.device_id, g.compute_units, g.name) if a is not None else None
 
-    gpus = [f"GPU {g.index}: {g.gfx or 'unknown gfx'}" + (f" {g.name}" if g.name else (f" {product(g)}" if product(g) else ""))
+    gpus = [f"GPU {g.index}: {g.gfx or 'unknown gfx'}" + (f" {g.name or product(g) or ''}".rstrip())
             + (f" ({g.render_node})" if g.render_node else "") + (f" [{g.pci}]" if g.pci else "") for g in host.gpus]
     suggested = None
     if host.gpus:

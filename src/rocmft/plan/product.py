@@ -12,7 +12,7 @@ from ..problems import Problem, did_you_mean
 
 
 def choose(plan: Mapping[str, Any], arch: arches.Arch, gpus, file: str,
-             problems: list[Problem]) -> tuple[arches.Arch, str]:
+           problems: list[Problem]) -> tuple[arches.Arch, str]:
     """The arch with the figures of the product the run is for, and where that choice came from."""
     first = f"the first {arch.name} product in docker/arches.yaml"
     asked = plan.get("product")
