@@ -153,18 +153,24 @@ def clock(seconds: float | None) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def step_line(event: dict[str, Any]) -> str:
-    """One logged step as a person reads it: `step 3/12  loss 6.7091  1,234 tok/s/GPU  ETA 0:00:02`."""
-    parts = [f"step {event.get('step', '?')}/{event.get('max_steps', '?')}"]
-    loss = event.get("loss")
-    if loss is not None:
-        parts.append(f"loss {loss:.4f}")
-    if event.get("grad_norm") is not None:
+def step_fields(event: dict[str, Any], *, brief: bool = False, eta_s: float | None = None) -> list[str]:
+    """A step's figures as a person reads them; `brief` (the live line) leaves out grad norm and lr, `eta_s`
+    replaces the event's ETA (the live line counts it down between events)."""
+    parts = []
+    if event.get("loss") is not None:
+        parts.append(f"loss {event['loss']:.4f}")
+    if not brief and event.get("grad_norm") is not None:
         parts.append(f"grad_norm {event['grad_norm']:.3g}")
-    if event.get("learning_rate") is not None:
+    if not brief and event.get("learning_rate") is not None:
         parts.append(f"lr {event['learning_rate']:.3g}")
     if event.get("tokens_per_s_per_gpu"):
         parts.append(f"{event['tokens_per_s_per_gpu']:,.0f} tok/s/GPU")
-    if event.get("eta_s") is not None:
-        parts.append(f"ETA {clock(event['eta_s'])}")
-    return "  ".join(parts)
+    eta = event.get("eta_s") if eta_s is None else eta_s
+    if eta is not None:
+        parts.append(f"ETA {clock(eta)}")
+    return parts
+
+
+def step_line(event: dict[str, Any]) -> str:
+    """One logged step as a person reads it: `step 3/12  loss 6.7091  1,234 tok/s/GPU  ETA 0:00:02`."""
+    return "  ".join([f"step {event.get('step', '?')}/{event.get('max_steps', '?')}", *step_fields(event)])

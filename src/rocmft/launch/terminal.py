@@ -94,14 +94,9 @@ class Display:
         step, total = int(e.get("step") or 0), int(e.get("max_steps") or 0)
         filled = min(width, int(width * step / total)) if total else 0
         bar = "━" * filled + ("╺" + "─" * (width - filled - 1) if filled < width else "")
-        parts = [f"{PREFIX}step {step}/{total or '?'} {bar}"]
-        if e.get("loss") is not None:
-            parts.append(f"loss {e['loss']:.4f}")
-        if e.get("tokens_per_s_per_gpu"):
-            parts.append(f"{e['tokens_per_s_per_gpu']:,.0f} tok/s/GPU")
-        if e.get("eta_s") is not None:
-            parts.append(f"ETA {events.clock(max(0.0, e['eta_s'] - (now - self.last_at)))}")
-        return "  ".join(parts)
+        eta = e.get("eta_s")
+        left = None if eta is None else max(0.0, eta - (now - self.last_at))
+        return "  ".join([f"{PREFIX}step {step}/{total or '?'} {bar}", *events.step_fields(e, brief=True, eta_s=left)])
 
 
 def _isatty(out: TextIO) -> bool:
