@@ -207,6 +207,19 @@ def test_a_tty_gets_one_live_line_redrawn_in_place(monkeypatch):
     assert text.count("[rocmft] run dir") == 1
 
 
+
+def test_the_live_line_counts_the_eta_down_and_leaves_out_grad_norm_and_lr(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm")
+    display = Display(Tty())
+    display.event(step(2, eta_s=10.0))
+    at = display.last_at
+    display.close()
+    line = display.live_text(at + 4.0)
+    assert "step 2/12" in line and "loss 6.5000" in line and "1,000 tok/s/GPU" in line
+    assert "ETA 0:00:06" in line  # 10 s left at the event, 4 s later
+    assert "grad_norm" not in line and "lr " not in line
+    assert "grad_norm 0.3" in events.step_line(step(2)) and "lr 0.001" in events.step_line(step(2))
+
 # ---------------------------------------------------------------- a runtime's view: Watch
 
 NOISE = (b"[INFO|trainer.py:1] >> Running training\n"
