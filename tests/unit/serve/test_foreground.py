@@ -24,6 +24,8 @@ def test_ready_lines_once_it_answers_then_ctrl_c_stops_it(tmp_path, capsys):
     srv = plan.ServePlan("webui", "local", "cpu", (), {}, host="127.0.0.1", port=port, name="t")
     handle = local.Process([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], dict(os.environ))
     seen = []
+    # what the process had before: Python's handler, or SIG_IGN when started in the background (`cmd &`)
+    before = signal.getsignal(signal.SIGINT)
 
     def ready_lines():
         seen.append(ports.listening("127.0.0.1", port))
@@ -36,7 +38,7 @@ def test_ready_lines_once_it_answers_then_ctrl_c_stops_it(tmp_path, capsys):
     assert f"[rocmft] at http://127.0.0.1:{port}/" in out
     assert f"stopped (SIGINT); nothing is listening on port {port}" in out
     assert not ports.listening("127.0.0.1", port) and not handle.alive()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
 
 def test_a_server_that_dies_before_answering_shows_why(tmp_path, capsys):
