@@ -33,7 +33,8 @@ def run(args) -> int:
             notes.append(f"{name}: {result.verdict}; {result.suggestions[0].line()}")
         failed = failed or not result.fits
     print(report.table(rows))
-    print("\nGiB/GPU: peak estimate against the arch's GPU memory (fits < 90% <= tight <= 100% < does not fit); "
+    print("\nGiB/GPU: peak estimate against the GPU memory of the arch's product (the arch's first, the host's, or "
+          "plan.product; fits < 90% <= tight <= 100% < does not fit); "
           "tokens/s/GPU: the arch's utilisation range of its dense peak (docker/arches.yaml `mfu`) unless a recipe "
           "sets plan.mfu. "
           "Details: make plan RECIPE=<name>")
