@@ -83,9 +83,10 @@ class Arch:
             if len(found) == 1:
                 return found[0].name
         if name:
-            # "AMD Instinct MI300X" vs "MI300X VF": the longest product name the marketing name holds
-            words = name.upper().replace("/", " ").split()
-            named = sorted((p for p in self.products if p.upper() in words), key=len, reverse=True)
+            # the longest product name the marketing name holds, as whole words: "Radeon RX 7900 XTX" is the
+            # XTX, not the XT; "AMD Instinct MI300X VF" is an MI300X
+            text = f" {' '.join(name.upper().replace('/', ' ').split())} "
+            named = sorted((p for p in self.products if f" {p.upper()} " in text), key=len, reverse=True)
             if named:
                 return named[0]
         return None

@@ -110,3 +110,23 @@ def test_identify_by_marketing_name_when_no_device_id():
 def test_a_typo_in_product_figures_is_refused():
     with pytest.raises(ValueError, match="gpu_memory"):
         arches._product("gfx942", "MI300A", {"gpu_memory": 128})
+
+
+@pytest.mark.parametrize("arch,device_id,cus,name,product,memory,peak", [
+    # amdgpu.ids: 744C is the RX 7900 XTX, XT and GRE (by revision); KFD gives no revision, the CUs (AMD's GPU
+    # specifications table: 96, 84, 80) tell them apart. A card with fewer CUs has no published peak here.
+    ("gfx1100", 0x744C, 96, "", "RX 7900 XTX", 24, 122.8),
+    ("gfx1100", 0x744C, 84, "", "RX 7900 XT", 20, None),
+    ("gfx1100", 0x744C, 80, "", "RX 7900 GRE", 16, None),
+    ("gfx1100", 0x7448, 96, "", "Radeon PRO W7900", 48, 122.8),  # same 96 CUs as the XTX, 48 GB
+    ("gfx1100", 0x745E, 70, "", "Radeon PRO W7800", 32, None),
+    ("gfx1101", 0x747E, 54, "", "RX 7700 XT", 12, None),
+    ("gfx1201", 0x7551, 64, "", "Radeon AI PRO R9700", 32, 194.6),
+    ("gfx1100", None, None, "Radeon RX 7900 XTX", "RX 7900 XTX", 24, 122.8),  # rocminfo's name, no sysfs
+    ("gfx1100", None, None, "AMD Radeon RX 7900 XT", "RX 7900 XT", 20, None),  # not taken for the XTX
+])
+def test_radeon_cards_by_device_id_cus_or_name(arch, device_id, cus, name, product, memory, peak):
+    a = TABLE[arch]
+    assert a.identify(device_id, cus, name) == product
+    figures = a.for_product(product)
+    assert (figures.gpu_memory_gb, figures.peak("bf16")) == (memory, peak)

@@ -141,8 +141,9 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
             if named:
                 for p in named:
                     f = a.for_product(p)
-                    add("ok", f"{name} is {p}: `make plan` uses its figures ({f.gpu_memory_gb:g} GB, "
-                        f"{f.peak('bf16') or 0:g} bf16 TFLOP/s, {f.gpus_per_node} per node)")
+                    peak = f"{f.peak('bf16'):g} bf16 TFLOP/s" if f.peak("bf16") else "no known bf16 peak"
+                    add("ok", f"{name} is {p}: `make plan` uses its figures ({f.gpu_memory_gb:g} GB, {peak}, "
+                        f"{f.gpus_per_node} per node)")
             else:
                 ids = ", ".join(sorted({f"0x{g.device_id:04x}" for g in mine if g.device_id})) or "no device id"
                 add("warn", f"{name} GPUs ({ids}) are not a product docker/arches.yaml knows: "

@@ -200,5 +200,6 @@ def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) ->
         tokens = samples * per_sample
         time = TimeEstimate(n_steps, samples, tokens, (0.0, 0.0), what, upper_bound=not w.avg_tokens)
     if tps is None:
-        notes.insert(0, f"no known {w.precision} peak for {w.arch} in docker/arches.yaml: memory plan only, no throughput")
+        notes.insert(0, f"no known {w.precision} peak for {w.arch} {w.product}".rstrip()
+                     + " in docker/arches.yaml: memory plan only, no throughput")
     return ThroughputPlan(flops, parts, w.peak_tflops, w.mfu, factors, tps, time, tuple(notes))
