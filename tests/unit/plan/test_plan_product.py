@@ -128,12 +128,12 @@ def test_apu_gets_no_cpu_offload_and_no_fifth_gpu_per_node():
 
 def test_a_w7900_workstation_plans_with_48_gb_and_a_7900_xt_without_a_peak(tmp_path):
     w7900 = host.gpus_from_sysfs(kfd_tree(tmp_path / "w", 1, device_id=0x7448, cus=96, gfx=110000))
-    w, _ = workload.from_recipe(make_recipe(arch="gfx1100", cutoff_len=4096), gpus=w7900)
+    w, _ = workload.from_recipe(make_recipe(arch="gfx1100"), gpus=w7900)
     assert (w.product, w.capacity_gib, w.peak_tflops) == ("Radeon PRO W7900", 48, 122.8)
     xt = host.gpus_from_sysfs(kfd_tree(tmp_path / "x", 1, device_id=0x744C, cus=84, gfx=110000))
-    result = planner.check(make_recipe(arch="gfx1100", cutoff_len=4096), steps=None)
-    w2, _ = workload.from_recipe(make_recipe(arch="gfx1100"), gpus=xt)
-    assert (w2.product, w2.capacity_gib, w2.peak_tflops) == ("RX 7900 XT", 20, None)
-    _, tp, _ = planner.plan_workload(w2)
+    w, _ = workload.from_recipe(make_recipe(arch="gfx1100"), gpus=xt)
+    assert (w.product, w.capacity_gib, w.peak_tflops) == ("RX 7900 XT", 20, None)
+    _, tp, _ = planner.plan_workload(w)
     assert tp.tokens_per_s_gpu is None and "no known bf16 peak for gfx1100 RX 7900 XT" in tp.notes[0]
-    assert result.workload.product == "RX 7900 XTX"  # this test host has no GPU: the arch's first card
+    # this test's host has no GPU: the arch's first card
+    assert planner.check(make_recipe(arch="gfx1100")).workload.product == "RX 7900 XTX"
