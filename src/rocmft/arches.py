@@ -50,6 +50,7 @@ class Arch:
     flash_attn: str = "none"
     bitsandbytes: bool = False
     hipblaslt: bool = False
+    liger_kernel: bool = False  # the arch's image ships liger-kernel and no source says it is unsafe there
     env: Mapping[str, str] = field(default_factory=dict)
     rccl_env: Mapping[str, str] = field(default_factory=dict)
     # Only for a run on all gpus_per_node GPUs of a single node (AMD's RCCL channel count is tuned for that).
@@ -117,6 +118,7 @@ def _build(name: str, entry: dict, defaults: dict) -> Arch:
         flash_attn=merged.get("flash_attn", "none"),
         bitsandbytes=bool(merged.get("bitsandbytes", False)),
         hipblaslt=bool(merged.get("hipblaslt", False)),
+        liger_kernel=bool(merged.get("liger_kernel", False)),
         env=MappingProxyType({k: str(v) for k, v in (merged.get("env") or {}).items()}),
         rccl_env=MappingProxyType({k: str(v) for k, v in (merged.get("rccl_env") or {}).items()}),
         full_node_env=MappingProxyType({k: str(v) for k, v in (entry.get("full_node_env") or {}).items()}),

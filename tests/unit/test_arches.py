@@ -130,3 +130,9 @@ def test_radeon_cards_by_device_id_cus_or_name(arch, device_id, cus, name, produ
     assert a.identify(device_id, cus, name) == product
     figures = a.for_product(product)
     assert (figures.gpu_memory_gb, figures.peak("bf16")) == (memory, peak)
+
+
+def test_liger_kernel_on_every_rocm_arch_never_on_cpu():
+    # The ROCm images ship liger-kernel (image/versions.py pins a release with the wave64 num_warps fix,
+    # linkedin/Liger-Kernel#326); the CPU venv and image do not, so the planner never suggests it for `cpu`.
+    assert {n for n, a in TABLE.items() if not a.liger_kernel} == {"cpu"}

@@ -15,6 +15,12 @@ from ..problems import Problem, ProblemReport
 # bitsandbytes ships ROCm binaries in its PyPI wheels from 0.49 on.
 FLASH_ATTN_VERSION = "2.8.3.post2"
 BITSANDBYTES_VERSION = "0.50.2"
+# liger-kernel (ROCm images only, installed --no-deps so ROCm's triton stays). 0.8.2 has: the wave64 fix
+# (0.4.0+, linkedin/Liger-Kernel#326: num_warps 16 instead of 32 under HIP, since 32 warps x 64 lanes
+# exceeds the 1024 threads a CDNA workgroup may have - issues #231, #266); transformers 5 support (0.7.0+,
+# #994: 0.6.5 still required transformers<5); and every apply_liger_kernel_to_* LLaMA-Factory 0.9.5's
+# model/model_utils/liger_kernel.py imports, qwen3_5 included (0.8.0+). Its README documents ROCm 7.2 installs.
+LIGER_KERNEL_VERSION = "0.8.2"
 # Build backends for the project and the sdists (a py3.12 venv has no setuptools; the lock has none).
 BUILD_DEPS = ("setuptools==84.2.1", "wheel==0.48.0")
 
