@@ -1,4 +1,8 @@
-"""Shared fixtures: the project root, an offline job environment, and the CLI as a subprocess."""
+"""Shared fixtures: the project root, an offline job environment, the CLI as a subprocess, a validation cache
+of the test run's own.
+
+Other test folders add their session fixtures here in sections of their own (a header comment each), so
+that parallel changes rebase without touching each other's lines."""
 
 from __future__ import annotations
 
@@ -24,6 +28,19 @@ def offline_env(tmp: Path, **extra: str) -> dict[str, str]:
     })
     env.update(extra)
     return env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def validation_cache(tmp_path_factory) -> Path:
+    """Every test run validates for real: a fresh `ROCMFT_VALIDATION_CACHE` for the session (inherited by the
+    CLI subprocesses through `offline_env`), so a warm checkout's .cache/validated/ cannot make "validate
+    every shipped recipe" pass without LLaMA-Factory or DeepSpeed looking at anything."""
+    from rocmft import validate
+
+    folder = tmp_path_factory.mktemp("validated")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(validate.CACHE_ENV, str(folder))
+        yield folder
 
 
 @pytest.fixture

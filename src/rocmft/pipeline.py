@@ -30,7 +30,7 @@ class Prepared:
     gpus: tuple[str, ...] | None
     resume_from: str | None
     messages: list[Problem] = field(default_factory=list)  # warnings and notes to show the user
-    validated_in: str = ""  # where LLaMA-Factory's and DeepSpeed's checks ran ("" = not run)
+    validated_in: str = ""  # where LLaMA-Factory's and DeepSpeed's checks ran ("" = not run), recorded in status.json
 
 
 def _int_option(value, name: str) -> int:
@@ -87,8 +87,10 @@ def prepare(
             from .validate import where
 
             place = (validate_in or where.auto)(arch_info)
-            messages += validate_rendered(recipe, rendered, run_path, place)
-            validated_in = place.label if place.kind != "none" else ""
+            kept, cached = _validate(recipe, rendered, run_path, place)
+            messages += kept
+            if place.kind != "none":
+                validated_in = place.label + (" (cached: same files, stack and code)" if cached else "")
     except ProblemReport as report:
         raise ProblemReport(early + report.problems) from None
     messages = raise_if_errors(messages) + _first_run_notes(rendered)
@@ -109,8 +111,13 @@ def _first_run_notes(rendered: render.Rendered) -> list[Problem]:
 
 def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, place=None) -> list[Problem]:
     """LLaMA-Factory's and DeepSpeed's own checks where the job's versions are (`place`), then the inputs on
-    disk. A cache keyed on the inputs and on what judged them (venv versions, image id) skips the ~8 s
-    import for unchanged inputs; a rebuilt image re-validates."""
+    disk. A cache keyed on the inputs, on what judged them (venv versions, image id) and on the rocmft code
+    that ran the checks skips the ~8 s import for unchanged inputs; a rebuilt image or changed code re-validates."""
+    return _validate(recipe, rendered, run_path, place)[0]
+
+
+def _validate(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, place=None) -> tuple[list[Problem], bool]:
+    """(the problems that are not errors, whether the stack's verdict came from the cache)."""
     from . import validate
     from .validate import inputs, where
     from .validate import request as req
@@ -119,17 +126,18 @@ def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_pat
     source = runs.relative(Path(recipe.path))
     train_label, ds_label = f"{source} -> train.yaml", f"{source} -> ds_config.json"
     found = inputs.check(rendered.args, train_label, paths.root())  # cheap, and files change: always
+    code = validate.code_digest(validate.judging_source(place.kind, paths.root()), paths.arches_file())
     key = validate.cache_key(rendered.train_yaml.replace(run_path, "<run>"),
                              (rendered.ds_config or "").replace(run_path, "<run>"), recipe.arch, str(recipe.world_size),
-                             stack=place.stack)
+                             stack=place.stack, code=code)
     if place.kind != "none" and validate.already_valid(key):
-        return raise_if_errors(found)
+        return raise_if_errors(found), True
     data = req.request(rendered.args, rendered.ds_config, recipe.arch, recipe.world_size, train_label, ds_label)
     stack = where.run(place, data, paths.root(), key)
     kept = raise_if_errors(sorted(stack + found, key=lambda p: p.severity != "error"))
     if place.kind != "none":
         validate.remember_valid(key)
-    return kept
+    return kept, False
 
 
 def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtime: str | None = None,
@@ -139,7 +147,7 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
     runs.create(prep.run_dir)
     runs.write_inputs(prep.run_dir, prep.recipe.to_dict(), prep.rendered.train_yaml, prep.rendered.ds_config)
     runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, arch=prep.recipe.arch,
-              resumed_from=prep.resume_from)
+              resumed_from=prep.resume_from, validated_in=prep.validated_in or None)
     if plan is not None:
         (prep.run_dir / "plan.json").write_text(plan.to_json())
         runs.write_versions(prep.run_dir, image=image, extra={"runtime": runtime, **versions_extra})

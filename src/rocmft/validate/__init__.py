@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,18 @@ def check_rendered(args: dict[str, Any], ds_config: str | None, arch_name: str, 
 
 
 # ---- a small cache, so `make train` re-validates only what changed (LLaMA-Factory's import costs ~8 s)
+#
+# A cached "valid" is only as good as what judged: the key holds the rendered files, the venv's (or the
+# image's) stack, and a digest of the rocmft code that ran the checks. The package version alone would
+# never change between commits: after a `git pull` that changes validation, recipes kept passing on
+# stale verdicts. The templates need no digest of their own: what they render is in the key.
+
+CACHE_ENV = "ROCMFT_VALIDATION_CACHE"  # a folder of its own (the tests give each run a fresh one)
+
 
 def _stack_versions() -> str:
     found = []
-    for dist in ("llamafactory", "transformers", "deepspeed", "rocmft"):
+    for dist in ("llamafactory", "transformers", "deepspeed"):
         try:
             found.append(f"{dist}={metadata.version(dist)}")
         except metadata.PackageNotFoundError:
@@ -52,24 +61,49 @@ def _stack_versions() -> str:
     return ",".join(found)
 
 
-def cache_key(*parts: str, stack: str | None = None) -> str:
-    """`stack` names what judged the inputs (an image id, a SIF); default: this venv's versions."""
+def judging_source(kind: str, root: Path) -> Path:
+    """The rocmft package that runs the checks: this process's own in the venv; in a container or SIF the
+    mounted checkout's `src/` (`where.container_request` puts it first on PYTHONPATH), else the image's copy,
+    which the image id in the key already covers."""
+    own = Path(__file__).resolve().parents[1]
+    if kind in ("docker", "apptainer"):
+        mounted = root / "src" / "rocmft"
+        return mounted if mounted.is_dir() else Path()
+    return own
+
+
+def code_digest(package: Path, arches_file: Path) -> str:
+    """sha256 over every .py file of `package` (by relative path and content) and the arch table the checks
+    read (bf16 per arch). The whole package rather than the modules validation imports today: an import
+    added tomorrow cannot slip out of the key. ~10 ms; a `git pull` that touches any of it re-validates once."""
     digest = hashlib.sha256()
-    for part in (*parts, stack or _stack_versions()):
+    named = [(str(f.relative_to(package)), f) for f in sorted(package.rglob("*.py"))] if package.name else []
+    for name, path in [*named, ("arches.yaml", arches_file)]:
+        digest.update(name.encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"<missing>")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def cache_key(*parts: str, stack: str | None = None, code: str = "") -> str:
+    """`stack` names what judged the inputs (an image id, a SIF); default: this venv's versions. `code`: the
+    `code_digest` of the rocmft that ran the checks."""
+    digest = hashlib.sha256()
+    for part in (*parts, stack or _stack_versions(), code):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
 
 
-def _cache_file(key: str) -> Path:
-    return paths.cache_dir() / "validated" / key
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or paths.cache_dir() / "validated")
 
 
 def already_valid(key: str) -> bool:
-    return _cache_file(key).is_file()
+    return (cache_dir() / key).is_file()
 
 
 def remember_valid(key: str) -> None:
-    path = _cache_file(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / key).touch()

@@ -29,10 +29,15 @@ def test_list_show_and_overrides(job_env):
     assert shown.returncode == 0 and "learning_rate: 5.0e-05" in shown.stdout and "nodes: 2" in shown.stdout
 
 
-def test_validate_every_shipped_recipe(job_env):
-    proc = make("validate", env=job_env)
+def test_validate_every_shipped_recipe(job_env, tmp_path):
+    """With an empty cache of its own, every recipe's verdict is LLaMA-Factory's and DeepSpeed's, not a
+    cached one: one verdict recorded per recipe afterwards."""
+    cache = tmp_path / "validated"
+    proc = make("validate", env={**job_env, "ROCMFT_VALIDATION_CACHE": str(cache)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok  ") == len(list((ROOT / "recipes").glob("*.yaml")))
+    shipped = len(list((ROOT / "recipes").glob("*.yaml")))
+    assert proc.stdout.count("ok  ") == shipped
+    assert len(list(cache.iterdir())) == shipped
 
 
 def test_render_through_make(job_env, tmp_path):

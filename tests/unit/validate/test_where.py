@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocmft import arches, validate
+from rocmft import arches
 from rocmft.problems import Problem
 from rocmft.validate import request as req
 from rocmft.validate import where
@@ -53,12 +53,6 @@ def test_answer_round_trips_and_a_dead_checker_is_an_error():
     assert req.parse_answer(output) == problems
     dead = where._answer(where.in_image("rocmft:cpu", "sha256:" + "a" * 64), "Traceback ...\nImportError: x", 1)
     assert dead[0].severity == "error" and "did not answer (exit 1)" in dead[0].message
-
-
-def test_cache_key_changes_with_the_image_that_judged():
-    one = validate.cache_key("train", "ds", "cpu", "1", stack="image=sha256:1")
-    assert one != validate.cache_key("train", "ds", "cpu", "1", stack="image=sha256:2")
-    assert one != validate.cache_key("train", "ds", "cpu", "1")  # the venv's versions
 
 
 def test_default_runtime_follows_the_arch():
