@@ -133,3 +133,13 @@ def test_watchdog_false_disables():
 def test_resolved_recipe_round_trips_without_base():
     d = recipes.load("llama3-8b-z3").to_dict()
     assert "base" not in d and d["deepspeed"] == "zero3" and d["llamafactory"]["template"] == "llama3"
+
+
+def test_set_items_split_at_each_key_and_an_apostrophe_is_text():
+    from rocmft.overrides import split_set
+    assert split_set("a=1 b='x y' c=\"it's\" 'd=e f'") == ["a=1", "b=x y", "c=it's", "d=e f"]
+    assert split_set("default_system=You're helpful, aren't you? lr=1") == ["default_system=You're helpful, aren't you?", "lr=1"]
+    assert split_set("default_system='Answer x=1, don't' x=[1, 2]") == ["default_system=Answer x=1, don't", "x=[1, 2]"]
+    assert split_set("x=1' ; echo PWNED ; echo '") == ["x=1' ; echo PWNED ; echo '"]
+    assert split_set("lr 5e-5") == ["lr 5e-5"]  # then reported: not key=value
+    assert split_set("") == [] and split_set(None) == []

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
+
+from ..overrides import split_set
 
 
 def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +33,7 @@ def add_where_arguments(parser: argparse.ArgumentParser, runtime_default: str, v
 
 
 def overrides(args: argparse.Namespace) -> list[str]:
-    return [*shlex.split(args.set_string or ""), *args.overrides]
+    return [*split_set(args.set_string), *args.overrides]
 
 
 def warn(problems) -> None:

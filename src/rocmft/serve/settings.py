@@ -7,9 +7,9 @@ against LLaMA-Factory's own dataclasses), so a typo is one line before any model
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
+from ..overrides import split_set
 from ..problems import Problem, did_you_mean, raise_if_errors
 from ..yamlio import parse_yaml
 
@@ -38,7 +38,7 @@ def parse(set_string: str | None) -> dict[str, Any]:
     """DEFAULTS updated by SET=; every bad item reported at once (one line each)."""
     settings = dict(DEFAULTS)
     problems: list[Problem] = []
-    for item in shlex.split(set_string or ""):
+    for item in split_set(set_string):
         key, sep, raw = item.partition("=")
         if not sep or not key:
             problems.append(Problem("SET", item, "a setting must be key=value, e.g. SET=\"max_new_tokens=128\""))

@@ -20,17 +20,21 @@ def test_defaults_and_overrides():
 
 def test_every_bad_setting_reported_at_once_one_line_each():
     with pytest.raises(ProblemReport) as exc:
-        settings.parse("max_new_token=5 temperature=hot template=qwen top_p=2 infer_backend=pt max_new_tokens=0 x")
+        settings.parse("x max_new_token=5 temperature=hot template=qwen top_p=2 infer_backend=pt max_new_tokens=0")
     lines = str(exc.value).splitlines()
     assert lines == [
+        'error: SET: x: a setting must be key=value, e.g. SET="max_new_tokens=128"',
         "error: SET: max_new_token: not a generation setting LLaMA-Factory takes at inference (did you mean `max_new_tokens`?)",
         "error: SET: temperature: `hot` is not a number",
         "error: SET: template: taken from the run (its train.yaml), not settable here (pick another RUN= (or `make export` for a merged model))",
         "error: SET: top_p: must be in (0, 1], got 2.0",
         "error: SET: infer_backend: `pt` is not one of: huggingface, vllm, sglang",
         "error: SET: max_new_tokens: must be at least 1, got 0",
-        'error: SET: x: a setting must be key=value, e.g. SET="max_new_tokens=128"',
     ]
+    # a stray word after a value belongs to that value (an apostrophe or a space is text): reported there
+    with pytest.raises(ProblemReport) as exc:
+        settings.parse("max_new_tokens=5 x")
+    assert str(exc.value) == "error: SET: max_new_tokens: `5 x` is not a whole number"
 
 
 def _base(tp):
@@ -68,3 +72,8 @@ def test_the_key_table_is_what_llamafactory_parses_at_inference():
         assert set(choices) == set(lf_choices), (key, lf_choices)
     for key in settings.FROM_RUN:
         assert key in fields
+
+
+def test_an_apostrophe_in_a_setting_is_text():
+    got = settings.parse("default_system=You're terse, aren't you? temperature=0")
+    assert got["default_system"] == "You're terse, aren't you?" and got["temperature"] == 0.0
