@@ -1,6 +1,43 @@
 # rocmft: `make help` lists every target. Variables are set on the command line: make train RECIPE=x SET="k=v".
+#
+# How a value reaches the CLI (every target follows this; a value must arrive byte for byte, never as a command):
+#  1. Every variable from make's command line is its raw text. Make would expand `$` in it wherever it is read
+#     or exported, so `$(shell ...)` inside a value would run and `$HOME` would become `OME`. The lines below
+#     turn each one (and each environment variable holding a `$`) into a simple variable holding the raw text,
+#     before anything reads it; it stays exported, as make exports command-line variables.
+#  2. In a recipe a value is one shell word: $(call q,$(VAR)), or $(call opt,--flag,$(VAR)) for `--flag=VALUE`
+#     only when VAR is set. Never '$(VAR)', "$(VAR)" or a bare $(VAR): a quote, `;`, `$(` or a space in the
+#     value would become shell syntax. A list the user gives as words: $(call qwords,$(FILES)).
+#  3. Switches are read by make and become a fixed flag: $(if $(call is_set,$(FORCE)),--force).
+#  4. A credential (*TOKEN, *KEY, *SECRET*, *PASSWORD) on make's command line is refused: it would sit in the
+#     process list for the job's life. Export it in the shell; the CLI passes it on by name. (K8S_SECRET names a
+#     Kubernetes Secret; it holds none.)
+# tests/unit/cli/test_make_quoting.py runs every target with a hostile value in every variable.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
+
+CMDLINE_VARS := $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+RAW_VARS := $(strip $(foreach v,$(filter-out MAKE% SHELL,$(.VARIABLES)),$(if $(findstring $$,$(v))$(findstring :,$(v))$(findstring \#,$(v)),,\
+              $(if $(filter command line,$(origin $(v))),$(v),\
+              $(if $(filter environment,$(origin $(v))),$(if $(findstring $$,$(value $(v))),$(v)))))))
+$(foreach v,$(RAW_VARS),$(eval override $(v) := $$(value $(v))))
+export $(RAW_VARS)
+$(foreach v,$(filter-out K8S_SECRET,$(CMDLINE_VARS)),$(if $(and $(value $(v)),$(filter %TOKEN %KEY %PASSWORD,$(v))$(findstring SECRET,$(v))),\
+  $(error $(v): a secret on make's command line stays in the process list while the job runs: export $(v)=... in your shell, then run make without it)))
+# The value of VAR only when it was given on make's command line (see mk/chat.mk: HOST, PROMPT).
+from_cmdline = $(if $(filter $(1),$(CMDLINE_VARS)),$($(1)))
+
+define newline
+
+
+endef
+# One shell word holding the text exactly (nothing for an empty value): bash's $'...' with \ ' and newline escaped
+# (make cuts a recipe line at a raw newline, even inside quotes).
+override q = $(if $(1),$$'$(subst $(newline),\n,$(subst ',\',$(subst \,\\,$(1))))')
+override qwords = $(foreach w,$(1),$(call q,$(w)))
+# `--flag=VALUE` only when set, so the CLI's own defaults apply otherwise (`=`: a value may start with `-`).
+override opt = $(if $(strip $(2)),$(1)=$(call q,$(2)))
+override is_set = $(filter 1 yes true,$(1))
 
 RECIPE  ?= tiny-cpu
 ARCH    ?=
@@ -20,16 +57,14 @@ ROCMFT := $(VENV)/bin/rocmft
 export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cache/torch_extensions
 export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 
-# Optional arguments become flags only when set, so the CLI's own defaults apply otherwise.
-opt = $(if $(strip $(2)),$(1) $(2))
 TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--nodes,$(NODES)) \
               $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--run-name,$(RUN_NAME)) \
-              $(if $(filter 1 yes true,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF))
+              $(if $(call is_set,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF))
 
 .PHONY: help host setup
 help: ## list the targets (this screen)
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
-	@echo; echo "  Variables: RECIPE=$(RECIPE) ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FORCE=1"
+	@echo; echo "  Variables: RECIPE="$(call q,$(RECIPE))" ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FORCE=1"
 
 host: ## the light host in .venv: the rocmft CLI + jinja2, pyyaml, rich, Docker SDK; no torch (seconds; idempotent)
 	@bash scripts/host-venv.sh
@@ -41,6 +76,6 @@ setup: host ## the CPU training venv: + CPU torch (never CUDA), pinned LLaMA-Fac
 # docker, slurm and k8s run the image's own stack, so the light host is enough. The CLI says which one a
 # command resolves to (--print-runtime); a command it cannot resolve reports its own error after.
 stack_when_local = @if [[ "$$($(ROCMFT) $(1) --print-runtime 2>/dev/null)" == local ]]; then bash scripts/setup-venv.sh; fi
-stack_if_local = $(call stack_when_local,train $(RECIPE) --set '$(SET)' $(call opt,--runtime,$(RUNTIME)) $(call opt,--arch,$(ARCH)))
+stack_if_local = $(call stack_when_local,train $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(call opt,--runtime,$(RUNTIME)) $(call opt,--arch,$(ARCH)))
 
 include mk/*.mk

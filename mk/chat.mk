@@ -5,21 +5,20 @@
 # Each runs where the run trained (RUNTIME=local|docker to choose), with the run's own template.
 .PHONY: chat serve webui
 PORT ?=
-# HOST and PROMPT count only when given on make's command line: zsh keeps HOST (the machine's name) and
-# PROMPT (its prompt string) as shell variables, and one exported by a profile must not become a bind
-# address or a question. Command-line values reach the CLI through the environment ("$$PROMPT"), so any
-# quotes in a prompt survive.
-ON_CMDLINE = $(if $(filter command line,$(origin $(1))),$($(1)))
+# HOST and PROMPT count only when given on make's command line ($(call from_cmdline,...)): zsh keeps HOST
+# (the machine's name) and PROMPT (its prompt string) as shell variables, and one exported by a profile must
+# not become a bind address or a question.
+RUN_ARGS = $(call q,$(or $(RUN),last)) $(call opt,--set,$(SET))
 SERVE_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
 
 chat: host ## talk to a run with its adapter (or merged export) and template (RUN=<dir>|last, PROMPT="..." answers once, SET=, RUNTIME=)
-	$(call stack_when_local,chat $(if $(RUN),$(RUN),last) --set '$(SET)' $(SERVE_FLAGS))
-	@$(ROCMFT) chat $(if $(RUN),$(RUN),last) --set '$(SET)' $(if $(call ON_CMDLINE,PROMPT),--prompt="$$PROMPT") $(SERVE_FLAGS)
+	$(call stack_when_local,chat $(RUN_ARGS) $(SERVE_FLAGS))
+	@$(ROCMFT) chat $(RUN_ARGS) $(call opt,--prompt,$(call from_cmdline,PROMPT)) $(SERVE_FLAGS)
 
 serve: host ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, API_KEY= requires a key, SET=, RUNTIME=)
-	$(call stack_when_local,serve $(if $(RUN),$(RUN),last) --set '$(SET)' $(SERVE_FLAGS))
-	@$(ROCMFT) serve $(if $(RUN),$(RUN),last) --set '$(SET)' $(call opt,--port,$(PORT)) $(call opt,--host,$(call ON_CMDLINE,HOST)) $(SERVE_FLAGS)
+	$(call stack_when_local,serve $(RUN_ARGS) $(SERVE_FLAGS))
+	@$(ROCMFT) serve $(RUN_ARGS) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
 
 webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; GPU arches in their container)
 	$(call stack_when_local,webui $(call opt,--arch,$(ARCH)) $(SERVE_FLAGS))
-	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call ON_CMDLINE,HOST)) $(SERVE_FLAGS)
+	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)

@@ -8,16 +8,15 @@ FLASH_ATTN ?=
 NO_CACHE   ?=
 IMAGE_REF  ?=
 
-is_set = $(filter 1 yes true,$(1))
 IMAGE_FLAGS = $(if $(call is_set,$(OFFLINE)),--offline) $(if $(call is_set,$(DRY_RUN)),--dry-run) \
               $(call opt,--flash-attn,$(FLASH_ATTN)) $(if $(call is_set,$(NO_CACHE)),--no-cache)
 
 .PHONY: image image-info wheelhouse
 image: host ## build the training image for ARCH (OFFLINE=1: wheelhouse only, no network; DRY_RUN=1: print the plan)
-	@$(ROCMFT) image $(ARCH) $(IMAGE_FLAGS)
+	@$(ROCMFT) image $(call q,$(ARCH)) $(IMAGE_FLAGS)
 
 image-info: host ## print what the image of ARCH holds (versions, kernels, commit) from its labels
-	@$(ROCMFT) image-info $(ARCH) $(call opt,--image,$(IMAGE_REF))
+	@$(ROCMFT) image-info $(call q,$(ARCH)) $(call opt,--image,$(IMAGE_REF))
 
 wheelhouse: host ## download every wheel the image of ARCH needs into wheelhouse/<arch>/ (for OFFLINE=1)
-	@$(ROCMFT) wheelhouse $(ARCH) $(call opt,--flash-attn,$(FLASH_ATTN)) $(if $(call is_set,$(DRY_RUN)),--dry-run)
+	@$(ROCMFT) wheelhouse $(call q,$(ARCH)) $(call opt,--flash-attn,$(FLASH_ATTN)) $(if $(call is_set,$(DRY_RUN)),--dry-run)

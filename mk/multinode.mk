@@ -20,12 +20,12 @@ K8S_SECRET      ?=
 # Appended by mk/train.mk to `rocmft train`; empty variables add nothing, so the CLI's defaults apply.
 MULTINODE_FLAGS = $(call opt,--partition,$(PARTITION)) $(call opt,--account,$(ACCOUNT)) \
                   $(call opt,--time,$(TIME)) $(call opt,--container,$(CONTAINER)) $(call opt,--sif,$(SIF)) \
-                  $(if $(strip $(SBATCH_ARGS)),--sbatch-args '$(SBATCH_ARGS)') \
+                  $(call opt,--sbatch-args,$(SBATCH_ARGS)) \
                   $(call opt,--container-image,$(CONTAINER_IMAGE)) \
                   $(call opt,--k8s-namespace,$(K8S_NAMESPACE)) $(call opt,--k8s-pvc,$(K8S_PVC)) \
                   $(call opt,--k8s-secret,$(K8S_SECRET)) \
                   $(if $(filter 0 no false,$(SUBMIT)),--no-submit) \
-                  $(if $(filter 1 yes true,$(WAIT)),--wait)
+                  $(if $(call is_set,$(WAIT)),--wait)
 
 sif: host ## convert the rocmft Docker image of ARCH= to an Apptainer image rocmft-<arch>.sif (needs apptainer; SIF= to name it)
 	@$(ROCMFT) sif $(call opt,--arch,$(ARCH)) $(call opt,--out,$(SIF))

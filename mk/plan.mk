@@ -3,7 +3,7 @@ STEPS ?=
 
 .PHONY: plan plan-all
 plan: host ## memory per GPU, fits/tight/does not fit, suggestions, tokens/s and time (RECIPE=, SET=, ARCH=, NODES=, STEPS=)
-	@$(ROCMFT) plan $(RECIPE) --set '$(SET)' $(call opt,--arch,$(ARCH)) $(call opt,--nodes,$(NODES)) $(call opt,--steps,$(STEPS))
+	@$(ROCMFT) plan $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(call opt,--arch,$(ARCH)) $(call opt,--nodes,$(NODES)) $(call opt,--steps,$(STEPS))
 
 plan-all: host ## a table of every shipped recipe: GiB per GPU against capacity, verdict, tokens/s/GPU
 	@$(ROCMFT) plan-all

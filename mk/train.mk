@@ -11,14 +11,14 @@ tiny-model: setup ## build the tiny test model offline into models/tiny-llama (n
 	@$(PY) scripts/make_tiny_model.py
 
 demo: setup tiny-model ## the embedded default: train the tiny model on CPU (a live progress line; VERBOSE=1 streams the job's log)
-	@$(ROCMFT) train tiny-cpu --runtime local --set '$(SET)' $(call opt,--run-name,$(RUN_NAME))
+	@$(ROCMFT) train tiny-cpu --runtime local $(call opt,--set,$(SET)) $(call opt,--run-name,$(RUN_NAME))
 
 train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, SET=, FORCE=1, VERBOSE=1)
 	$(stack_if_local)
-	@$(ROCMFT) train $(RECIPE) --set '$(SET)' $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
+	@$(ROCMFT) train $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 
 export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged
-	@$(ROCMFT) export $(if $(RUN),$(RUN),last)
+	@$(ROCMFT) export $(call q,$(or $(RUN),last))
 
 test: setup tiny-model ## run every test: unit first, then the real CPU trainings (-m train); docker/slurm ones when their services are up
 	@$(PY) -m pytest -q

@@ -442,26 +442,3 @@ def test_submission_prints_the_job_id_and_how_to_follow_it(fake_sbatch, capsys):
     assert "[rocmft] submitted slurm job 42" in out
     assert f"tail -f {prep.run_dir}/train.log" in out and "squeue -j 42" in out and "scancel 42" in out
     assert fake_sbatch.read_text().splitlines() == ["--test-only", f"--parsable {prep.run_dir}/sbatch.sh"]
-
-
-def test_make_passes_the_multinode_variables_to_the_cli():
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # `make test` nests
-    proc = subprocess.run(["make", "-n", "--no-print-directory", "train", "RECIPE=tiny-cpu", "RUNTIME=slurm", "NODES=2",
-                           "PARTITION=p1", "ACCOUNT=a1", "TIME=00:10:00", "CONTAINER=none", "SUBMIT=0", "WAIT=1",
-                           "SBATCH_ARGS=--qos=high --constraint=x", "SIF=/s/x.sif", "CONTAINER_IMAGE=reg/img:1",
-                           "K8S_PVC=pv", "K8S_NAMESPACE=ns", "K8S_SECRET=sec"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    command = proc.stdout.strip().splitlines()[-1]
-    argv = shlex.split(command)
-    assert argv[:3] == [".venv/bin/rocmft", "train", "tiny-cpu"]
-    for pair in (["--runtime", "slurm"], ["--nodes", "2"], ["--partition", "p1"], ["--account", "a1"],
-                 ["--time", "00:10:00"], ["--container", "none"], ["--sif", "/s/x.sif"],
-                 ["--sbatch-args", "--qos=high --constraint=x"], ["--container-image", "reg/img:1"],
-                 ["--k8s-namespace", "ns"], ["--k8s-pvc", "pv"], ["--k8s-secret", "sec"]):
-        i = argv.index(pair[0])
-        assert argv[i:i + 2] == pair
-    assert "--no-submit" in argv and "--wait" in argv
-    # unset variables add nothing: the CLI's defaults apply
-    bare = subprocess.run(["make", "-n", "--no-print-directory", "train", "RECIPE=tiny-cpu"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-    assert not any(flag in bare for flag in ("--partition", "--time", "--container", "--no-submit", "--wait", "--k8s"))
