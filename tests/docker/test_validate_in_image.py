@@ -2,13 +2,19 @@
 launched from a light host install (no torch, no LLaMA-Factory on the host side).
 
 - a recipe with a typo is refused before any training container exists: the key named, exit 2;
-- the same recipe without the typo trains in the container;
+- the same recipe without the typo is validated in the image (the daemon's events show a validation
+  container of that image started; the run records `validated_in` = that image, not a cached verdict), then
+  trains in the container;
 - the validation container is gone afterwards.
+
+The session's validation cache is empty (tests/conftest.py), so no verdict of an earlier run stands in.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +23,7 @@ from rocmft.image.docker_api import daemon_configured
 from tests.conftest import ROOT, offline_env
 
 pytestmark = pytest.mark.docker
+OURS = ["ai.rocmft.role=validate", f"ai.rocmft.project={ROOT}"]  # this checkout's (others share the daemon)
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +73,27 @@ def test_bad_recipe_refused_in_image_before_any_training_container(client, cpu_i
     assert proc.returncode == 2, out
     assert "lora_rankk: unknown to LLaMA-Factory" in out and "did you mean `lora_rank`?" in out, out
     assert {c.id for c in training_containers(client)} == before  # nothing launched
-    assert not client.containers.list(all=True, filters={"label": "ai.rocmft.role=validate"})  # removed
+    assert not client.containers.list(all=True, filters={"label": OURS})  # removed
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # no run dir either
+
+
+def validation_starts(client, since: int, until: int) -> list[dict]:
+    """The daemon's own record of validation containers started in [since, until]."""
+    return list(client.events(since=since, until=until, decode=True,
+                              filters={"type": "container", "event": "start", "label": OURS}))
 
 
 def test_good_recipe_validated_in_image_then_trains(client, cpu_image, light_venv, tiny_model, tmp_path):
     env = offline_env(tmp_path)
+    since = int(time.time()) - 1
     proc = light_train(light_venv, env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     run_dir = next((tmp_path / "runs").iterdir())
     assert (run_dir / "output" / "adapter_model.safetensors").is_file()
+    started = validation_starts(client, since, int(time.time()) + 1)
+    assert [e["Actor"]["Attributes"]["image"] for e in started] == [cpu_image.id], started
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["validated_in"].startswith("image ") and cpu_image.id.split(":")[-1][:12] in status["validated_in"]
+    assert "cached" not in status["validated_in"]
+    assert not client.containers.list(all=True, filters={"label": OURS})

@@ -174,7 +174,7 @@ def container_request(image_id: str, root: Path, request_file: Path, uid: int, g
                      "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HOME": "/tmp"},
         user=f"{uid}:{gid}",
         network_disabled=True,
-        labels={"ai.rocmft.role": "validate"},
+        labels={"ai.rocmft.role": "validate", "ai.rocmft.project": root},  # whose checkout, for `docker ps`
     )
 
 

@@ -20,6 +20,7 @@ def test_container_request_is_read_only_offline_and_runs_this_checkouts_code():
     assert kw["environment"]["ROCMFT_SKIP_GPU_CHECK"] == "1"  # no devices: the entrypoint's GPU checks would fail
     assert kw["command"] == ["python", "-m", "rocmft.validate.request", "/home/u/rocmft/.cache/validate/k.json"]
     assert "devices" not in kw
+    assert kw["labels"] == {"ai.rocmft.role": "validate", "ai.rocmft.project": "/home/u/rocmft"}  # whose, in `docker ps`
 
 
 def test_apptainer_argv_binds_the_project_read_only():
