@@ -14,22 +14,26 @@ token's loss must be the same both ways (fp32). Two routes, as LLaMA-Factory 0.9
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from llamafactory.data import SFTDataCollatorWith4DAttentionMask, get_template_and_fix_tokenizer  # noqa: E402
-from llamafactory.data.processor.supervised import (  # noqa: E402
+from llamafactory.data import (
+    SFTDataCollatorWith4DAttentionMask,
+    get_template_and_fix_tokenizer,
+)
+from llamafactory.data.processor.supervised import (
     PackedSupervisedDatasetProcessor,
     SupervisedDatasetProcessor,
 )
-from llamafactory.extras.constants import IGNORE_INDEX  # noqa: E402
-from llamafactory.hparams import DataArguments  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from llamafactory.extras.constants import IGNORE_INDEX
+from llamafactory.hparams import DataArguments
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from tests.conftest import ROOT  # noqa: E402
+from tests.conftest import ROOT
 
 CUTOFF = 256
 TOL = 1e-5  # fp32: the same arithmetic in another order (SDPA over a longer row)
@@ -89,7 +93,7 @@ def _split(rows, batch, losses) -> list[tuple[tuple[int, ...], torch.Tensor]]:
     out = []
     for row, ids, row_losses in zip(rows, batch["input_ids"].tolist(), losses):
         bounds = row["packing_params"]["sequence_boundaries"]
-        for start, end in zip(bounds[:-2], bounds[1:-1]):  # the last span is the row's right padding
+        for start, end in itertools.pairwise(bounds[:-1]):  # the last span is the row's right padding
             # a sample's last position predicts the next sample's first token: not part of its own loss
             out.append((tuple(ids[start:end]), row_losses[start:end - 1]))
     return out
@@ -142,33 +146,33 @@ def test_packing_puts_several_samples_in_one_row(setup):
 
 
 def test_sdpa_block_diagonal_mask_losses_equal_each_sample_run_alone(setup):
-    *_, singles, alone = setup
+    *_, alone = setup
     pairs, worst = _match(_sdpa_route(setup), alone)
-    assert pairs == len(singles["input_ids"])
+    assert pairs == len(alone)
     assert worst < TOL, worst
 
 
 def test_sdpa_control_a_plain_causal_mask_lets_samples_see_each_other(setup):
-    *_, singles, alone = setup
+    *_, alone = setup
     _, worst = _match(_sdpa_route(setup, mask="causal"), alone)
     assert worst > 100 * TOL, worst
 
 
 def test_sdpa_block_mask_needs_no_restarted_positions_for_rope(setup):
     # RoPE scores depend on position differences only, and the block mask keeps each sample to itself.
-    *_, singles, alone = setup
+    *_, alone = setup
     _, worst = _match(_sdpa_route(setup, positions="arange"), alone)
     assert worst < TOL, worst
 
 
 def test_fa2_route_boundaries_from_restarted_position_ids(setup):
-    *_, singles, alone = setup
+    *_, alone = setup
     pairs, worst = _match(_fa2_route(setup), alone)
-    assert pairs == len(singles["input_ids"])
+    assert pairs == len(alone)
     assert worst < TOL, worst
 
 
 def test_fa2_route_control_unrestarted_position_ids_let_samples_see_each_other(setup):
-    *_, singles, alone = setup
+    *_, alone = setup
     _, worst = _match(_fa2_route(setup, positions="arange"), alone)
     assert worst > 100 * TOL, worst
