@@ -40,7 +40,7 @@ def test_yaml_and_deepspeed_precision_agree(name):
 
 
 @pytest.mark.parametrize("arch", list(arches.table()))
-@pytest.mark.parametrize("preset", ["zero2", "zero3", "zero3-offload"])
+@pytest.mark.parametrize("preset", ["zero2", "zero3", "zero3-offload-optimizer", "zero3-offload"])
 def test_precision_per_arch_reaches_both_files(arch, preset):
     r = recipes.load("tiny-cpu", [f"arch={arch}", "gpus_per_node=1", f"deepspeed={preset}"])
     out = render.render(r, "runs/x")

@@ -22,7 +22,7 @@ def run(args) -> int:
         try:
             recipe = recipes.load(name)
         except ProblemReport as exc:
-            rows.append((name, "?", "?", "?", "?", "invalid recipe", "?"))
+            rows.append((name, "?", "?", "?", "?", "?", "invalid recipe", "?"))
             notes += [f"{name}: {p.line()}" for p in exc.errors]
             continue
         result = planner.check(recipe)
@@ -35,7 +35,7 @@ def run(args) -> int:
     print(report.table(rows))
     print("\nGiB/GPU: peak estimate against the GPU memory of the arch's product (the arch's first, the host's, or "
           "plan.product; fits < 90% <= tight <= 100% < does not fit); "
-          "tokens/s/GPU: the arch's utilisation range of its dense peak (docker/arches.yaml `mfu`) unless a recipe "
+          "real tokens/s/GPU: non-padding tokens, from the rows' lengths on disk, at the arch's utilisation range of its dense peak (docker/arches.yaml `mfu`) unless a recipe "
           "sets plan.mfu. "
           "Details: make plan RECIPE=<name>")
     for note in notes:

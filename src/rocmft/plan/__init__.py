@@ -9,11 +9,11 @@ See docs/plan.md for how to read the output and memory.py / throughput.py for th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..problems import Problem, ProblemReport
 from ..recipes import Recipe
-from . import dataset, memory, report, suggest, throughput, workload
+from . import dataset, lengths, memory, report, suggest, throughput, workload
 from .memory import MemoryPlan
 from .suggest import Suggestion
 from .throughput import ThroughputPlan
@@ -30,6 +30,7 @@ class PlanResult:
     throughput: ThroughputPlan | None
     suggestions: list[Suggestion] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # warnings; or the errors that stopped planning
+    lengths_note: str = ""  # where the rows' token counts came from, or why they are unknown
 
     @property
     def verdict(self) -> str:
@@ -65,6 +66,23 @@ def check(recipe: Recipe, *, steps: int | None = None, strict: bool = False) -> 
         if strict:
             raise
         return PlanResult(recipe, None, None, None, [], list(exc.problems))
-    data = dataset.count(recipe.llamafactory) if steps is None and w.max_steps <= 0 else None
-    mem, tp, sugg = plan_workload(w, data, steps)
-    return PlanResult(recipe, w, mem, tp, sugg, problems)
+    data = dataset.count(recipe.llamafactory)
+    w, note = with_lengths(w, recipe.llamafactory, data)
+    mem, tp, sugg = plan_workload(w, data if steps is None and w.max_steps <= 0 else None, steps)
+    result = PlanResult(recipe, w, mem, tp, sugg, problems)
+    result.lengths_note = note
+    return result
+
+
+def with_lengths(w: Workload, lf, data: dataset.DatasetSize) -> tuple[Workload, str]:
+    """The workload with its rows' token counts, and a line saying where they came from (or why there are none)."""
+    if w.avg_tokens:
+        rows = data.rows or 1000
+        found = lengths.Lengths(data.names, (w.avg_tokens,) * rows, f"plan.avg_tokens={w.avg_tokens} for every row")
+    else:
+        found = lengths.read(lf)
+    if isinstance(found, str):
+        return w, (f"row lengths unknown ({found}): every row counted at cutoff_len {w.cutoff_len}, an upper "
+                   "bound on real tokens/s (set plan.avg_tokens for a closer figure)")
+    return replace(w, lengths=found), (f"row lengths: {len(found.tokens):,} rows of {','.join(found.names)}, "
+                                       f"mean {found.mean:.0f} tokens, by {found.how}")

@@ -50,6 +50,7 @@ TIGHT_UP_TO = 1.00
 RESERVE_CONTEXT_GIB = 1.0
 RESERVE_RCCL_GIB = 0.5
 FRAGMENTATION = 0.05
+OVERLAP_BUCKETS = 4.5  # ZeRO-1/2 buffers with overlap_comm, per bucket element (see estimate)
 
 # Quantization constants per weight, in bits: NF4 blocksize-64 fp32 absmax (0.5) or double-quantized (0.127),
 # QLoRA paper sec. 3. Other bit widths (HQQ/EETQ/GPTQ groups of 64 with 16-bit scale and zero): ~0.5.
@@ -139,6 +140,20 @@ def largest_trainable(w: Workload) -> int:
     return biggest
 
 
+def persistent_params(w: Workload) -> int:
+    """Elements ZeRO-3 keeps whole on every GPU: parameters under stage3_param_persistence_threshold ("auto":
+    10 x hidden_size, transformers integrations/deepspeed.py) - norms, and LoRA matrices when it is large enough."""
+    m = w.model
+    threshold = w.ds_persistence if w.ds_persistence is not None else 10 * m.hidden_size
+    small = m.num_hidden_layers * m.layer_norm_params + m.hidden_size if m.hidden_size < threshold else 0
+    if w.method == "lora":
+        shapes = m.linear_shapes()
+        for t in w.lora_targets:
+            small += m.num_hidden_layers * sum(n for n in (w.lora_rank * shapes[t][0], w.lora_rank * shapes[t][1])
+                                               if n < threshold)
+    return small
+
+
 def lora_params(w: Workload) -> int:
     return param_counts(w).trainable if w.method == "lora" else 0
 
@@ -219,13 +234,19 @@ def estimate(w: Workload) -> MemoryPlan:
         what += " + " + ",".join(w.extra_trainable)
     frozen_n = counts.frozen_linear + counts.frozen_other
     if offload:
-        comps.append(Component("offloaded", f"weights ({_fmt_params(m.total_params)}), gradients, Adam states, fp32 master: "
-                               "in host RAM (zero3-offload)", 0.0, "persistent"))
-        notes.append("zero3-offload: the GPU holds only the layers being computed (gathered weights) and activations")
+        held = (f"weights ({_fmt_params(m.total_params)}), " if w.offload_params else "") + "fp32 gradients, Adam states, fp32 master"
+        comps.append(Component("offloaded", f"{held}: in host RAM ({w.deepspeed})", 0.0, "persistent"))
+        if w.offload_params:
+            notes.append("zero3-offload: the GPU holds only the layers being computed (gathered weights) and activations")
         if w.unified_memory:
             notes.append(f"{w.product}: CPU and GPU share one memory, so the offloaded states (host RAM below) come "
                          "out of the same GPU memory")
-    else:
+    if offload and not w.offload_params:
+        # the 16-bit weights stay on the GPUs, sharded (ZeRO-3): frozen and trainable alike
+        comps.append(Component("weights", f"16-bit weights ({_fmt_params(m.total_params)} params{shard(part3)})",
+                               (counts.frozen_linear * lin_b + counts.frozen_other * other_b
+                                + counts.trainable * 2) / part3 / GIB, "persistent"))
+    elif not offload:
         if frozen_n:
             dtype = w.precision
             if w.quant_bits:
@@ -246,16 +267,29 @@ def estimate(w: Workload) -> MemoryPlan:
                                    counts.trainable * r.master / part1 / GIB, "persistent"))
 
     # DeepSpeed / DDP buffers
+    b16 = 2 if w.precision != "fp32" else 4
     if stage == 3:
-        live = min(w.ds_live_params, m.total_params) * (2 if w.precision != "fp32" else 4)
+        live = min(w.ds_live_params, m.total_params) * b16
         grads = max(m.layer_params, m.vocab_size * m.hidden_size) * r.grad if w.method != "lora" else 0
+        # the reduce bucket (reduce_bucket_size, "auto" = h^2), doubled with overlap_comm (stage3.py ipg buffers)
+        bucket = min(w.ds_reduce_bucket or m.hidden_size ** 2, counts.trainable) * b16 * (2 if w.ds_overlap_comm else 1)
+        # parameters under stage3_param_persistence_threshold ("auto" = 10 h) are never partitioned
+        resident = persistent_params(w) * b16
         comps.append(Component("buffers", f"ZeRO-3 gathered weights (stage3_max_live_parameters={w.ds_live_params:.0e})"
-                               + (" + grads of the largest module" if grads else ""),
-                               (live + grads) / GIB, "fwd_bwd"))
+                               + (" + grads of the largest module" if grads else "")
+                               + f", reduce bucket{' x2 (overlap_comm)' if w.ds_overlap_comm else ''}"
+                               + (f", {_fmt_params(persistent_params(w))} resident params" if resident else ""),
+                               (live + grads + bucket + resident) / GIB, "fwd_bwd"))
     elif stage is not None:
-        bucket = w.ds_reduce_bucket or m.hidden_size ** 2
-        comps.append(Component("buffers", f"DeepSpeed gradient bucket (reduce_bucket_size={bucket:.0e})",
-                               min(bucket, counts.trainable) * r.grad / GIB, "persistent"))
+        reduce = min(w.ds_reduce_bucket or m.hidden_size ** 2, counts.trainable)
+        if w.ds_overlap_comm:
+            # "overlap_comm uses 4.5x the allgather_bucket_size and reduce_bucket_size values"
+            # (https://huggingface.co/docs/transformers/deepspeed, ZeRO-2)
+            gather = min(w.ds_allgather_bucket or 5e8, counts.trainable)
+            size, label = OVERLAP_BUCKETS * (reduce + gather) * b16, "4.5 x (reduce + allgather), overlap_comm"
+        else:
+            size, label = reduce * r.grad, f"reduce_bucket_size={reduce:.0e}"
+        comps.append(Component("buffers", f"DeepSpeed gradient buckets ({label})", size / GIB, "persistent"))
     elif W > 1:
         comps.append(Component("buffers", "DDP gradient buckets (a second copy of the gradients)",
                                counts.trainable * r.grad / GIB, "persistent"))
@@ -268,6 +302,10 @@ def estimate(w: Workload) -> MemoryPlan:
     extra = ", Liger norms/SwiGLU" if act.liger_applies(w) else ""
     comps.append(Component("activations", f"activations ({w.micro_batch} x {w.cutoff_len} tokens, {gc}, {attn}{extra})",
                            act.activations_gib(w), "fwd_bwd"))
+    if w.packing == "neat_packing" and w.attention != "fa2":
+        # SFTDataCollatorWith4DAttentionMask: a (b, 1, s, s) block-diagonal mask in the compute dtype (SDPA/eager)
+        comps.append(Component("mask", f"neat_packing's 4D attention mask ({w.micro_batch} x {w.cutoff_len}^2)",
+                               w.micro_batch * w.cutoff_len ** 2 * act.act_bytes(w) / GIB, "fwd_bwd"))
     if w.method == "lora" and w.lora_targets:
         dropout = (f"dropout {w.lora_dropout:g}: " + ("fused, a 1-byte mask" if w.is_gpu else "unfused, a noise tensor")
                    + " + lora_A's copy of its input") if w.lora_dropout > 0 else "no dropout"
@@ -300,8 +338,9 @@ def estimate(w: Workload) -> MemoryPlan:
     comps.append(Component("reserve", label, reserve, "reserve"))
     host = 0.0
     if offload:
-        per_rank = (counts.frozen_linear * lin_b + counts.frozen_other * other_b
-                    + counts.trainable * (r.weight + r.master + r.optim + 4)) / W
+        # fp32 master + Adam + fp32 gradient partitions; with offload_param the 16-bit weights too
+        per_rank = ((counts.frozen_linear * lin_b + counts.frozen_other * other_b if w.offload_params else 0)
+                    + counts.trainable * ((r.weight if w.offload_params else 0) + r.master + r.optim + 4)) / W
         host = per_rank * w.gpus_per_node / GIB
     return MemoryPlan(
         components=tuple(comps), total_gib=used + reserve, capacity_gib=w.capacity_gib, peak_phase=peak_phase,

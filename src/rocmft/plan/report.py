@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from .. import arches, paths
 from . import memory as mem
-from . import suggest
+from . import suggest, throughput
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import PlanResult
@@ -186,8 +186,10 @@ def full(result: PlanResult) -> str:
     lines += ["", "Throughput"]
     tp = result.throughput
     if tp is not None:
+        lines += batching_lines(result)
         lines.append(f"  model FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights, "
-                     f"L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = {w.cutoff_len})")
+                     f"L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = {throughput.attention_span(w):,.0f} "
+                     "attended tokens)")
         for name, v in tp.flops_parts:
             lines.append(f"    {name}: {flops(v)}")
         if tp.tokens_per_s_gpu is not None:
@@ -195,8 +197,8 @@ def full(result: PlanResult) -> str:
             lines.append(f"  peak {tp.peak_tflops:g} TFLOP/s ({w.precision} dense, docker/arches.yaml); utilisation (MFU, "
                          f"recompute not counted) assumed {pct_range(tp.mfu)} ({w.mfu_source}); speed factors: {factors}")
             lo, hi = tp.tokens_per_s_gpu
-            lines.append(f"  => {count(lo)}-{count(hi)} tokens/s per GPU, {count(lo * w.world_size)}-"
-                         f"{count(hi * w.world_size)} tokens/s for {w.world_size} GPU(s)")
+            lines.append(f"  => {count(lo)}-{count(hi)} real tokens/s per GPU, {count(lo * w.world_size)}-"
+                         f"{count(hi * w.world_size)} for {w.world_size} GPU(s)")
         if tp.time is not None:
             t = tp.time
             bound = "<= " if t.upper_bound else ""
@@ -205,14 +207,36 @@ def full(result: PlanResult) -> str:
                 text += f": {bound}{duration_range(*t.seconds)}"
             lines.append(text)
             if t.upper_bound:
-                lines.append(f"        (an upper bound: every sample counted at cutoff_len {w.cutoff_len}; "
-                             "set plan.avg_tokens for a closer figure)")
+                lines.append(f"        (an upper bound: every sample counted at cutoff_len {w.cutoff_len})")
         for note in tp.notes:
             lines.append(f"  note: {note}")
     if result.problems:
         lines.append("")
         lines += [p.line() for p in result.problems]
     return "\n".join(lines)
+
+
+PACKING_TEXT = {"padded": "padded to the longest row", "packing": "packing (samples see each other)",
+                "neat_packing": "neat packing"}
+
+
+def batching_lines(result: PlanResult) -> list[str]:
+    """What a micro-batch holds: real against computed tokens, and where the row lengths came from."""
+    w = result.workload
+    assert w is not None
+    b = throughput.batches(w)
+    lines = [f"  {result.lengths_note}"] if result.lengths_note else []
+    if b is None:
+        return lines
+    fa2_cut = " (flash-attn: padding cut off)" if b.mode == "neat_packing" and w.attention == "fa2" else ""
+    lines.append(f"  micro-batch ({PACKING_TEXT[b.mode]}): {b.real:,.0f} real tokens of {b.computed:,.0f} computed, "
+                 f"padding {b.padding:.0%}{fa2_cut}; {b.rows:,} rows per epoch"
+                 + (f"; {b.truncated} rows over cutoff_len truncated" if b.truncated else ""))
+    if b.mode == "padded" and w.stage == "sft":
+        packed = throughput.batches(suggest._pack(w))
+        if packed is not None:
+            lines.append(f"  packed (neat_packing) it would hold {packed.real:,.0f} real tokens per micro-batch: see suggestions")
+    return lines
 
 
 def summary(result: PlanResult) -> str:
@@ -240,7 +264,10 @@ def summary(result: PlanResult) -> str:
         lines.append(f"  host RAM: ~{plan.host_gib_per_node:.0f} GiB per node for the offloaded states")
     tp = result.throughput
     if tp is not None and tp.tokens_per_s_gpu is not None:
-        text = f"  speed: {tokens_rate(tp.tokens_per_s_gpu)} tokens/s/GPU ({pct_range(tp.mfu)} of {tp.peak_tflops:g} TFLOP/s)"
+        b = throughput.batches(w)
+        pad = f", {b.mode.replace('_', ' ')}, padding {b.padding:.0%}" if b is not None else ", rows at cutoff_len"
+        text = (f"  speed: {tokens_rate(tp.tokens_per_s_gpu)} real tokens/s/GPU ({pct_range(tp.mfu)} of "
+                f"{tp.peak_tflops:g} TFLOP/s{pad})")
         if tp.time is not None:
             bound = "<= " if tp.time.upper_bound else ""
             text += f"; {tp.time.what}: {bound}{duration_range(*tp.time.seconds)}"
@@ -257,20 +284,24 @@ def summary(result: PlanResult) -> str:
     return "\n".join(lines)
 
 
-TABLE_HEADER = ("recipe", "arch x GPUs x nodes", "method", "ZeRO", "GiB/GPU", "verdict", "tokens/s/GPU")
+TABLE_HEADER = ("recipe", "arch x GPUs x nodes", "method", "ZeRO", "packing", "GiB/GPU", "verdict", "real tokens/s/GPU")
 
 
 def table_row(result: PlanResult) -> tuple[str, ...]:
     r = result.recipe
     hw = f"{r.arch} x {r.gpus_per_node} x {r.nodes}"
     if result.memory is None or result.workload is None:
-        return (r.name, hw, "?", r.deepspeed, "?", "cannot plan", "?")
+        return (r.name, hw, "?", r.deepspeed, "?", "?", "cannot plan", "?")
     plan = result.memory
     cap = f"{plan.capacity_gib:g}" if plan.capacity_gib else "?"
     tps = result.throughput.tokens_per_s_gpu if result.throughput else None
     verdict = plan.verdict if plan.capacity_gib else "n/a (no GPU)"
     used = f"{plan.total_gib:.1f}" if plan.total_gib >= 0.1 else "<0.1"
-    return (r.name, hw, method_text(result), result.workload.deepspeed, f"{used}/{cap}", verdict,
+    b = throughput.batches(result.workload)
+    packing = {"padded": "no", "packing": "packing", "neat_packing": "neat"}[result.workload.packing]
+    if b is not None:
+        packing += f" ({b.padding:.0%} pad)"
+    return (r.name, hw, method_text(result), result.workload.deepspeed, packing, f"{used}/{cap}", verdict,
             tokens_rate(tps) if tps else "n/a (no peak)")
 
 

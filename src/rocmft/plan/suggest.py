@@ -84,6 +84,13 @@ def _grow(w: Workload, gpus_per_node: int, nodes: int) -> Workload:
     return new
 
 
+def _pack(w: Workload) -> Workload:
+    """neat_packing; with flash-attn LLaMA-Factory needs micro-batch 1, so the micro-batch is restated in tokens."""
+    if w.attention == "fa2":
+        return replace(w, packing="neat_packing", micro_batch=1, cutoff_len=w.micro_batch * w.cutoff_len)
+    return replace(w, packing="neat_packing")
+
+
 def _moves(w: Workload) -> list[Move]:
     out = [Move("checkpointing", 1, lambda x: replace(x, gradient_checkpointing=not x.gradient_checkpointing))]
     for preset in ("none", "zero2", "zero3", "zero3-offload"):
@@ -99,8 +106,10 @@ def _moves(w: Workload) -> list[Move]:
         smaller //= 2
     if w.tokens_per_micro_batch < throughput.SMALL_MICRO_BATCH_TOKENS and ga % 2 == 0:
         out.append(Move("micro-batch", 1, lambda x: replace(x, micro_batch=b * 2, grad_accum=ga // 2)))
-    if not w.liger and (w.model.model_type or "llama") in LIGER_MODEL_TYPES:
+    if not w.liger and w.liger_available and (w.model.model_type or "llama") in LIGER_MODEL_TYPES:
         out.append(Move("liger", 1, lambda x: replace(x, liger=True)))
+    if w.packing == "padded" and w.stage == "sft" and w.lengths is not None:
+        out.append(Move("packing", 1, _pack))
     if w.method == "lora" and w.lora_dropout > 0:
         out.append(Move("dropout", 2, lambda x: replace(x, lora_dropout=0.0)))
     arch = arches.table().get(w.arch)
@@ -118,7 +127,7 @@ def _moves(w: Workload) -> list[Move]:
     return out
 
 
-_ORDER = ("micro-batch", "checkpointing", "deepspeed", "liger", "dropout", "hardware", "cutoff", "method", "quant")
+_ORDER = ("packing", "micro-batch", "checkpointing", "deepspeed", "liger", "dropout", "hardware", "cutoff", "method", "quant")
 
 
 def _useless(w: Workload, new: Workload) -> bool:
@@ -127,6 +136,8 @@ def _useless(w: Workload, new: Workload) -> bool:
         return True
     if new.zero_stage in (1, 2, 3) and new.world_size == 1 and not new.offload:
         return True  # ZeRO shards over one GPU: nothing to split
+    if new.packing == "neat_packing" and new.attention == "fa2" and new.micro_batch > 1:
+        return True  # LLaMA-Factory's collator asserts micro-batch 1 for neat packing with flash-attn
     return new.quant_bits is not None and new.method != "lora"
 
 
@@ -137,8 +148,14 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
     text: list[str] = []
     sets: list[str] = []
     costs: list[str] = []
+    if new.packing != w.packing:
+        text.append(f"neat packing ({new.micro_batch} x {new.cutoff_len}-token rows)")
+        sets.append("neat_packing=true")
+        slots = new.micro_batch * new.cutoff_len * new.grad_accum * new.world_size
+        costs.append(f"samples packed end to end, none attending to another: {slots:,} tokens per step")
     if new.micro_batch != w.micro_batch:
-        text.append(f"micro-batch {new.micro_batch} x {new.grad_accum} accumulation")
+        if new.packing == w.packing:
+            text.append(f"micro-batch {new.micro_batch} x {new.grad_accum} accumulation")
         sets.append(f"per_device_train_batch_size={new.micro_batch}")
     if new.grad_accum != w.grad_accum:
         sets.append(f"gradient_accumulation_steps={new.grad_accum}")
@@ -160,7 +177,7 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
     if new.liger != w.liger:
         text.append("Liger kernels")
         sets.append("enable_liger_kernel=true")
-        costs.append("needs the liger-kernel package where it trains")
+        costs.append("Liger kernels (in the ROCm image)")
     if new.lora_dropout != w.lora_dropout and new.method == w.method:
         text.append("lora_dropout 0")
         sets.append("lora_dropout=0")
@@ -173,14 +190,17 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
         sets.append(f"nodes={new.nodes}")
     if new.world_size != w.world_size:
         costs.append(f"{new.world_size} GPUs in all")
-    if new.global_batch != w.global_batch:
+    if new.packing != w.packing:
+        pass  # a packed row is not a sample: the tokens per step above say what a step holds
+    elif new.global_batch != w.global_batch:
         costs.append(f"global batch {new.global_batch} (was {w.global_batch})")
     elif new.world_size != w.world_size or new.micro_batch != w.micro_batch:
         costs.append("same global batch")
     if new.cutoff_len != w.cutoff_len:
-        text.append(f"cutoff_len {new.cutoff_len}")
         sets.append(f"cutoff_len={new.cutoff_len}")
-        costs.append("truncates longer samples")
+        if new.packing == w.packing:
+            text.append(f"cutoff_len {new.cutoff_len}")
+            costs.append("truncates longer samples")
     if new.method != w.method:
         text.append(f"LoRA r{new.lora_rank} on all linears instead of full fine-tuning")
         sets += ["finetuning_type=lora", f"lora_rank={new.lora_rank}", "lora_target=all", "lora_dropout=0"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from . import batching
 from .dataset import DatasetSize
 from .memory import lora_params, param_counts
 from .workload import Workload
@@ -28,13 +29,16 @@ from .workload import Workload
 # GEMMs far from peak, a scale and an add, each a pass over memory, forward and backward): on MI300X that is
 # ~130 MB per token for Llama-3-8B (all linears), ~30% of the step at 5.3 TB/s against the GEMMs' time.
 LORA_FACTOR = 0.75
-# ZeRO-3 gathers every weight in forward and again in backward for each micro-batch, and (overlap_comm false
-# in ds_configs/zero3*.json.j2) reduce-scatters the trainable gradients each micro-batch without overlap;
-# parameter prefetching (stage3_prefetch_bucket_size) hides part of the gathers: assumed half.
+# ZeRO-3 gathers every weight in forward and again in backward for each micro-batch and reduce-scatters the
+# trainable gradients. Without overlap_comm both run on the compute stream (deepspeed/runtime/zero/
+# parameter_offload.py: the all-gather stream is the default stream; stage3.py likewise the reduction stream):
+# nothing is hidden. With it (ds_configs/zero3*.json.j2) they run on side streams while the layer before computes
+# (prefetch, stage3_prefetch_bucket_size): assumed to hide up to 80% of the communication, never more than the
+# compute time itself (the first layer's gather, bucket boundaries and RCCL's own CU use stay exposed).
 # Link bandwidth per GPU, GB/s, at an assumed 70% of the datasheet: MI300X/MI355X 7 Infinity Fabric links x
 # 64 GB/s each way (AMD datasheets); MI250X GCDs ~200 GB/s of xGMI; Radeon cards over PCIe 4.0/5.0 x16
 # (32/64 GB/s); between nodes one 400 Gb/s NIC per Instinct GPU (50 GB/s), 100 Gb/s for workstations.
-ZERO3_GATHER_HIDDEN = 0.5
+OVERLAP_HIDDEN = 0.8
 LINK_GBPS = {"cdna3": 310.0, "cdna4": 310.0, "cdna2": 140.0, "rdna3": 22.0, "rdna2": 22.0, "rdna4": 45.0}
 NODE_LINK_GBPS = {"cdna3": 35.0, "cdna4": 35.0, "cdna2": 17.0}
 DEFAULT_LINK_GBPS, DEFAULT_NODE_LINK_GBPS = 22.0, 8.7
@@ -42,6 +46,10 @@ ZERO3_FACTOR_NO_PEAK = 0.9  # an arch without a peak (no compute time to compare
 # ZeRO-Offload runs Adam on the CPU and moves weights and gradients over PCIe every step (Ren et al. 2021,
 # "ZeRO-Offload", sec. 4); with offload_param too, every forward and backward streams the weights in.
 OFFLOAD_FACTOR = 0.5
+# Optimizer-only offload: forward and backward are plain ZeRO-3; the CPU Adam step and one gradient/weight
+# round trip over PCIe come once per optimizer step, spread over its accumulated micro-batches. A planning
+# assumption until measured (ZeRO-Offload's own 1-GPU runs kept most of the GPU's throughput, sec. 6).
+OFFLOAD_OPTIMIZER_FACTOR = 0.8
 # bitsandbytes dequantizes each weight before its matmul: QLoRA steps are slower than LoRA ones at the same
 # FLOPs (4-bit: the QLoRA paper's sec. 5 trades speed for memory; LLM.int8 matmuls are slower still).
 QUANT_FACTORS = {4: 0.7, 8: 0.5}
@@ -54,7 +62,7 @@ SMALL_MICRO_BATCH_FACTOR = 0.85
 class TimeEstimate:
     steps: int
     samples: float
-    tokens: float  # at most: every sample counted at cutoff_len (or plan.avg_tokens)
+    tokens: float  # real tokens; an upper bound (every row at cutoff_len) when the lengths are unknown
     seconds: tuple[float, float]  # (fast end, slow end)
     what: str  # "3.0 epochs of demo_alpaca (78 rows)" / "12 steps"
     upper_bound: bool
@@ -76,13 +84,31 @@ class ThroughputPlan:
         return math.prod(f for _, f in self.factors)
 
 
+def batches(w: Workload) -> batching.Batching | None:
+    """Real and computed tokens per micro-batch from the rows' lengths; None when they are unknown."""
+    if w.lengths is None:
+        return None
+    return batching.compute(w.lengths, w.micro_batch, w.cutoff_len, w.packing, w.attention)
+
+
+def attention_span(w: Workload) -> float:
+    """Tokens one token's attention spans: the padded length, the packed row (SDPA), or its own sample (FA2)."""
+    b = batches(w)
+    return b.attn_span if b is not None else float(w.cutoff_len)
+
+
+def computed_tokens(w: Workload) -> float:
+    b = batches(w)
+    return b.computed if b is not None else float(w.tokens_per_micro_batch)
+
+
 def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
     m = w.model
     L = m.num_hidden_layers
     n_layer = m.layer_linear_params
     n_layers = L * n_layer
     n_head = m.vocab_size * m.hidden_size
-    attn = 4.0 * m.q_dim * w.cutoff_len  # per layer, forward
+    attn = 4.0 * m.q_dim * attention_span(w)  # per layer, forward
     fwd = 2.0 * (n_layers + n_head) + L * attn
     parts = [("forward 2N + 4Lds", fwd)]
     if w.method == "full":
@@ -113,7 +139,7 @@ def recompute_flops(w: Workload) -> float:
     m = w.model
     back_layers = min(abs(w.freeze_layers), m.num_hidden_layers) if w.method == "freeze" and w.freeze_layers > 0 \
         else m.num_hidden_layers
-    return back_layers * (2.0 * m.layer_linear_params + 4.0 * m.q_dim * w.cutoff_len)
+    return back_layers * (2.0 * m.layer_linear_params + 4.0 * m.q_dim * attention_span(w))
 
 
 def zero3_factor(w: Workload, flops: float | None = None) -> float:
@@ -128,9 +154,10 @@ def zero3_factor(w: Workload, flops: float | None = None) -> float:
     reduced = param_counts(w).trainable * b16 * share  # gradient reduce-scatter
     gbps = (NODE_LINK_GBPS.get(w.arch_family, DEFAULT_NODE_LINK_GBPS) if w.nodes > 1
             else LINK_GBPS.get(w.arch_family, DEFAULT_LINK_GBPS))
-    comm = (gathered * (1 - ZERO3_GATHER_HIDDEN) + reduced) / (gbps * 1e9)
-    compute = w.tokens_per_micro_batch * flops / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
-    return compute / (compute + comm)
+    comm = (gathered + reduced) / (gbps * 1e9)
+    compute = computed_tokens(w) * flops / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
+    hidden = min(OVERLAP_HIDDEN * comm, compute) if w.ds_overlap_comm else 0.0
+    return compute / (compute + comm - hidden)
 
 
 def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
@@ -140,15 +167,21 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
         factors.append(("gradient checkpointing recompute", model / (model + extra)))
     if w.method == "lora":
         factors.append(("PEFT LoRA adapters, unfused", LORA_FACTOR))
-    if w.zero_stage == 3 and w.world_size > 1 and not w.offload:
+    b = batches(w)
+    if b is not None and b.padding > 0.005:
+        factors.append((f"padding: {b.padding:.0%} of the computed tokens ({b.mode})", b.real_fraction))
+    if w.zero_stage == 3 and w.world_size > 1 and not w.offload_params:
         where = f"{w.nodes} nodes" if w.nodes > 1 else "one node"
-        factors.append((f"ZeRO-3 gathers per micro-batch of {w.tokens_per_micro_batch} tokens ({where})",
+        overlap = ", overlapped" if w.ds_overlap_comm else ", on the compute stream"
+        factors.append((f"ZeRO-3 gathers per micro-batch of {computed_tokens(w):,.0f} tokens ({where}{overlap})",
                         zero3_factor(w, model + extra)))
-    if w.offload:
-        factors.append(("CPU offload (Adam on CPU, PCIe traffic)", OFFLOAD_FACTOR))
+    if w.offload_params:
+        factors.append(("CPU offload of weights and optimizer (weights over PCIe every pass)", OFFLOAD_FACTOR))
+    elif w.offload:
+        factors.append(("CPU offload of the optimizer (CPU Adam, once per step)", OFFLOAD_OPTIMIZER_FACTOR))
     if w.quant_bits:
         factors.append((f"{w.quant_bits}-bit weight dequantization", QUANT_FACTORS.get(w.quant_bits, 0.6)))
-    if w.tokens_per_micro_batch < SMALL_MICRO_BATCH_TOKENS:
+    if computed_tokens(w) < SMALL_MICRO_BATCH_TOKENS:
         factors.append((f"micro-batch under {SMALL_MICRO_BATCH_TOKENS} tokens", SMALL_MICRO_BATCH_FACTOR))
     return tuple(factors)
 
@@ -172,33 +205,32 @@ def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) ->
         lo, hi = w.mfu
         tps = (lo * w.peak_tflops * 1e12 / flops * factor, hi * w.peak_tflops * 1e12 / flops * factor)
     time = None
-    per_sample = w.avg_tokens and min(w.avg_tokens, w.cutoff_len) or w.cutoff_len
-    if steps is not None:
-        samples = float(steps * w.global_batch)
-        what = f"{steps} steps of {w.global_batch} samples"
-        n_steps = steps
-    elif w.max_steps > 0:
-        samples = float(w.max_steps * w.global_batch)
-        what = f"max_steps={w.max_steps} of {w.global_batch} samples"
-        n_steps = w.max_steps
+    b = batches(w)
+    real = b.real if b is not None else float(w.tokens_per_micro_batch)  # real tokens per micro-batch
+    unit = "packed rows" if w.packing != "padded" else "samples"
+    if steps is not None or w.max_steps > 0:
+        n_steps = steps if steps is not None else w.max_steps
+        samples = float(n_steps * w.global_batch)
+        what = f"{n_steps} steps of {w.global_batch} {unit}" if steps is not None else \
+            f"max_steps={n_steps} of {w.global_batch} {unit}"
+        tokens = n_steps * w.grad_accum * w.world_size * real
     elif data is not None and data.rows is not None:
-        per_epoch = max(math.ceil(data.rows / (w.micro_batch * w.world_size)) // w.grad_accum, 1)
+        rows = b.rows if b is not None else data.rows
+        per_epoch = max(math.ceil(rows / (w.micro_batch * w.world_size)) // w.grad_accum, 1)
         n_steps = math.ceil(w.epochs * per_epoch)
-        samples = data.rows * w.epochs
-        what = f"{w.epochs:g} epoch(s) of {','.join(data.names)} ({data.rows:,} rows)"
+        samples = rows * w.epochs
+        what = f"{w.epochs:g} epoch(s) of {','.join(data.names)} ({data.rows:,} rows" + (
+            f" in {rows:,} packed rows of {w.cutoff_len}" if w.packing != "padded" and b is not None else "") + ")"
+        tokens = (b.epoch_tokens if b is not None else rows * w.cutoff_len) * w.epochs
     else:
-        samples = 0.0
+        samples = tokens = 0.0
         n_steps = 0
         what = ""
         reason = "; ".join(data.notes) if data is not None and data.notes else "dataset size unknown"
         notes.append(f"no time estimate: {reason} (set max_steps, or STEPS= for a fixed number of steps)")
-    if samples and tps is not None:
-        tokens = samples * per_sample
-        secs = (tokens / (tps[1] * w.world_size), tokens / (tps[0] * w.world_size))
-        time = TimeEstimate(n_steps, samples, tokens, secs, what, upper_bound=not w.avg_tokens)
-    elif samples:
-        tokens = samples * per_sample
-        time = TimeEstimate(n_steps, samples, tokens, (0.0, 0.0), what, upper_bound=not w.avg_tokens)
+    if samples:
+        secs = (tokens / (tps[1] * w.world_size), tokens / (tps[0] * w.world_size)) if tps is not None else (0.0, 0.0)
+        time = TimeEstimate(n_steps, samples, tokens, secs, what, upper_bound=b is None)
     if tps is None:
         notes.insert(0, f"no known {w.precision} peak for {w.arch} {w.product}".rstrip()
                      + " in docker/arches.yaml: memory plan only, no throughput")

@@ -15,7 +15,8 @@ from typing import Any
 from .. import arches, paths, precision
 from ..problems import Problem, ProblemReport, did_you_mean
 from ..recipes import Recipe
-from . import models, product
+from . import liger, models, product
+from .lengths import Lengths
 
 # Planner settings a recipe may put under `plan:`.
 PLAN_KEYS = ("product", "gpu_memory_gb", "host_memory_gb", "mfu", "model", "avg_tokens")
@@ -38,7 +39,9 @@ LF_DEFAULTS = {
     "num_train_epochs": 3.0,
     "max_steps": -1,
     "double_quantization": True,      # model_args.py
-    "optim": "adamw_torch",
+    # transformers 5.6 training_args.py: `optim` defaults to adamw_torch_fused when torch >= 2.8 (the ROCm images'
+    # 2.10 and the CPU venv's 2.13 both), else adamw_torch.
+    "optim": "adamw_torch_fused",
 }
 
 
@@ -53,7 +56,7 @@ class Workload:
     is_gpu: bool
     gpus_per_node: int
     nodes: int
-    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-offload
+    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-offload-optimizer | zero3-offload
     method: str  # lora | full | freeze
     lora_rank: int = 8
     lora_targets: tuple[str, ...] = models.LINEAR_MODULES
@@ -63,7 +66,7 @@ class Workload:
     quant_bits: int | None = None
     double_quant: bool = True
     pure_bf16: bool = False
-    optim: str = "adamw_torch"
+    optim: str = "adamw_torch_fused"
     micro_batch: int = 1
     cutoff_len: int = 2048
     grad_accum: int = 1
@@ -85,6 +88,13 @@ class Workload:
     product_source: str = ""  # plan.product | detected on this host | the arch's first product
     node_gpus: int = 8  # GPUs one node of that product holds (what a "more GPUs" suggestion may use)
     unified_memory: bool = False  # an APU: "CPU" offload lands in the same memory
+    packing: str = "padded"  # padded | packing | neat_packing (LLaMA-Factory's data arguments)
+    lengths: Lengths | None = None  # the rows' token counts (lengths.py); None: every row at cutoff_len
+    liger_available: bool = False  # the target image has liger-kernel (its label, else the arch table)
+    ds_prefetch: float | None = None  # stage3_prefetch_bucket_size, elements; None: "auto" (0.9 hidden_size^2)
+    ds_persistence: float | None = None  # stage3_param_persistence_threshold; None: "auto" (10 hidden_size)
+    ds_overlap_comm: bool = False
+    ds_allgather_bucket: float | None = None  # ZeRO-1/2 allgather_bucket_size
 
     @property
     def world_size(self) -> int:
@@ -93,11 +103,18 @@ class Workload:
     @property
     def zero_stage(self) -> int | None:
         """None without DeepSpeed (plain DDP or one GPU); 0-3 with it."""
-        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-offload": 3}[self.deepspeed]
+        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-offload-optimizer": 3,
+                "zero3-offload": 3}[self.deepspeed]
 
     @property
     def offload(self) -> bool:
-        return self.deepspeed.endswith("-offload")
+        """Optimizer states (and master weights, fp32 gradients) in host RAM."""
+        return "offload" in self.deepspeed
+
+    @property
+    def offload_params(self) -> bool:
+        """The 16-bit weights in host RAM too, streamed in for every forward and backward."""
+        return self.deepspeed == "zero3-offload"
 
     @property
     def tokens_per_micro_batch(self) -> int:
@@ -121,11 +138,14 @@ def _ds_settings(preset: str) -> dict[str, float | None]:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return found
-    for key in ("reduce_bucket_size", "stage3_max_live_parameters", "sub_group_size"):
+    for key in ("reduce_bucket_size", "stage3_max_live_parameters", "sub_group_size", "stage3_prefetch_bucket_size",
+                "stage3_param_persistence_threshold", "allgather_bucket_size"):
         match = re.search(rf'"{key}"\s*:\s*("auto"|[0-9.eE+]+)', text)
         if match:
             value = match.group(1)
             found[key] = None if value == '"auto"' else float(value)
+    match = re.search(r'"overlap_comm"\s*:\s*(true|false)', text)
+    found["overlap_comm"] = bool(match and match.group(1) == "true")
     return found
 
 
@@ -243,6 +263,8 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         freeze_layers = 2
     ds = _ds_settings(recipe.deepspeed)
     flash = str(lf.get("flash_attn", arch.attention))
+    packing = ("neat_packing" if lf.get("neat_packing") else "packing" if lf.get("packing", stage == "pt")
+               else "padded")
     wl = Workload(
         recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,
@@ -270,6 +292,9 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         ds_sub_group_size=ds.get("sub_group_size") or 1e9,
         product=arch.product if arch.is_gpu else "", product_source=product_source if arch.is_gpu else "",
         node_gpus=arch.gpus_per_node, unified_memory=arch.unified_memory,
+        packing=packing, liger_available=liger.available(arch),
+        ds_prefetch=ds.get("stage3_prefetch_bucket_size"), ds_persistence=ds.get("stage3_param_persistence_threshold"),
+        ds_overlap_comm=bool(ds.get("overlap_comm")), ds_allgather_bucket=ds.get("allgather_bucket_size"),
     )
     if any(p.severity == "error" for p in problems):
         raise ProblemReport(problems)

@@ -1,0 +1,201 @@
+"""Each training row's length in tokens, estimated from the recipe's dataset files (what packing and padding depend on).
+
+Rows are read from `<dataset_dir>/dataset_info.json` entries with a local `file_name` (.json/.jsonl), through
+the entry's `formatting` (alpaca or sharegpt) and `columns`/`tags` as LLaMA-Factory maps them
+(llamafactory/data/converter.py). Tokens are counted:
+- with the recipe's tokenizer when its `tokenizer.json` is on disk (the model dir, or the Hugging Face cache) and
+  the `tokenizers` package is importable - it is in the CPU training venv (transformers needs it), not in the
+  light host venv, and it imports no torch, so the planner stays fast and torch-free;
+- otherwise at ~4 characters per token, the usual figure for English text with BPE vocabularies of 32-150k
+  entries (https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them); code and other
+  languages run shorter per token. The plan says which one it used.
+The chat template's markup is added per message: for llama3 and qwen, the strings LLaMA-Factory's templates
+(data/template.py) wrap each message in, counted by the same tokenizer (`<|start_header_id|>role<|end_header_id|>`
++ blank line ... `<|eot_id|>`; `<|im_start|>role` + newline ... `<|im_end|>` + newline), plus llama3's
+begin-of-text token and qwen's default system prompt for a row without one; ~5 tokens per message otherwise.
+Each message's text is encoded on its own, as the template does. Hub datasets and binary files are not opened: the plan falls back to every row
+at cutoff_len and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .. import paths
+from . import models
+
+CHARS_PER_TOKEN = 4.0
+MARKUP_PER_MESSAGE = 5  # a template this module does not know
+# (per row, around each message, the default system prompt) of the templates the shipped recipes use
+# (llamafactory/data/template.py: llama3's format_user/format_assistant/format_prefix; qwen's, default_system).
+# A message's markup is that of a user and an assistant message, averaged ({role} filled in).
+TEMPLATES = {
+    "llama3": ("<|begin_of_text|>", "<|start_header_id|>{role}<|end_header_id|>\n\n<|eot_id|>", ""),
+    "qwen": ("", "<|im_start|>{role}\n<|im_end|>\n",
+             "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."),
+}
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: a Workload carries one and suggestions share it
+class Lengths:
+    names: tuple[str, ...]
+    tokens: tuple[int, ...]  # one estimate per row, before truncation
+    how: str  # "tokenizer of models/x" | "~4 characters per token (no tokenizer on disk)"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.tokens) / len(self.tokens) if self.tokens else 0.0
+
+
+# ---------------------------------------------------------------- rows -> (texts, messages)
+
+def _alpaca(row: Mapping[str, Any], cols: Mapping[str, str]) -> tuple[list[str], int, bool]:
+    texts, messages = [], 2
+    for key in ("prompt", "query", "response", "system"):
+        value = row.get(cols.get(key, {"prompt": "instruction", "query": "input", "response": "output",
+                                        "system": "system"}[key]))
+        if isinstance(value, str) and value:
+            texts.append(value)
+    for pair in row.get(cols.get("history", "history")) or ():
+        if isinstance(pair, (list, tuple)):
+            texts += [t for t in pair if isinstance(t, str)]
+            messages += 2
+    has_system = bool(row.get(cols.get("system", "system")))
+    return texts, messages + has_system, has_system
+
+
+def _sharegpt(row: Mapping[str, Any], cols: Mapping[str, str], tags: Mapping[str, str]) -> tuple[list[str], int, bool]:
+    turns = row.get(cols.get("messages", "conversations")) or []
+    content, role, system_tag = tags.get("content_tag", "value"), tags.get("role_tag", "from"), tags.get("system_tag", "system")
+    texts = [t.get(content) for t in turns if isinstance(t, dict) and isinstance(t.get(content), str)]
+    system = row.get(cols.get("system", "system"))
+    has_system = bool(system) or any(isinstance(t, dict) and t.get(role) == system_tag for t in turns)
+    if isinstance(system, str) and system:
+        texts.append(system)
+    return texts, len(turns) + (1 if isinstance(system, str) and system else 0), has_system
+
+
+def _rows(path: Path) -> Iterator[Any]:
+    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")) if path.is_dir() else [path]
+    for file in files:
+        if file.suffix.lower() == ".jsonl":
+            with file.open(encoding="utf-8") as handle:
+                for line in handle:
+                    if line.strip():
+                        yield json.loads(line)
+        elif file.suffix.lower() == ".json":
+            text = file.read_text(encoding="utf-8")
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = [json.loads(line) for line in text.splitlines() if line.strip()]
+            yield from (data if isinstance(data, list) else [data])
+        else:
+            raise ValueError(f"{file.name}: only .json/.jsonl rows are read")
+
+
+# ---------------------------------------------------------------- tokens
+
+def tokenizer_file(model: str) -> Path | None:
+    """The model's tokenizer.json: a local model dir, or the newest snapshot in the Hugging Face cache."""
+    local = models._local_dir(model) if model else None
+    if local is not None:
+        return local / "tokenizer.json" if (local / "tokenizer.json").is_file() else None
+    config = models._cached_config(model) if model else None
+    if config is not None and (config.parent / "tokenizer.json").is_file():
+        return config.parent / "tokenizer.json"
+    return None
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(path: str):
+    from tokenizers import (
+        Tokenizer,  # the CPU venv has it; the light host may not (then: characters)
+    )
+
+    return Tokenizer.from_file(path)
+
+
+def counter(model: str) -> tuple[Any, str]:
+    """(a function from a list of texts to their token counts, how it counts)."""
+    path = tokenizer_file(model)
+    if path is not None:
+        try:
+            tok = _tokenizer(str(path))
+        except ImportError:
+            why = "no `tokenizers` package here (it comes with `make setup`)"
+        except Exception as exc:  # noqa: BLE001 - a tokenizer.json the library cannot read
+            why = f"cannot read {path.name}: {str(exc).splitlines()[0][:80]}"
+        else:
+            where = path.parent
+            try:
+                where = where.relative_to(paths.root())
+            except ValueError:
+                pass
+            return (lambda texts: [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)],
+                    f"the recipe's tokenizer ({where})")
+    else:
+        why = "the recipe's tokenizer is not on disk"
+    return (lambda texts: [round(len(t) / CHARS_PER_TOKEN) for t in texts],
+            f"~{CHARS_PER_TOKEN:g} characters per token ({why})")
+
+
+def read(lf: Mapping[str, Any]) -> Lengths | None | str:
+    """Row lengths for the recipe's datasets, or a sentence saying why they cannot be read (hub, binary...)."""
+    names = tuple(n.strip() for n in str(lf.get("dataset") or "").split(",") if n.strip())
+    if not names:
+        return "no `dataset` set"
+    folder = Path(str(lf.get("dataset_dir") or "data"))
+    if not folder.is_absolute():
+        folder = paths.root() / folder
+    try:
+        info = json.loads((folder / "dataset_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{folder / 'dataset_info.json'} not readable"
+    count, how = counter(str(lf.get("model_name_or_path") or ""))
+    known = TEMPLATES.get(str(lf.get("template") or ""))
+    if known:
+        prefix, message, default_system = known
+        per_row, user, assistant, system = count([prefix, message.format(role="user"),
+                                                  message.format(role="assistant"), default_system])
+        per_message = (user + assistant) / 2
+        system_tokens = system + count([message.format(role="system")])[0] if default_system else 0
+    else:
+        per_row, per_message, system_tokens = 1, MARKUP_PER_MESSAGE, 0
+    max_samples = lf.get("max_samples")
+    tokens: list[int] = []
+    notes: list[str] = []
+    for name in names:
+        entry = info.get(name)
+        if not isinstance(entry, dict):
+            return f"`{name}` is not in dataset_info.json"
+        if not entry.get("file_name"):
+            return f"`{name}` is a hub dataset (not on disk until downloaded)"
+        cols, tags = entry.get("columns") or {}, entry.get("tags") or {}
+        sharegpt = entry.get("formatting", "alpaca") == "sharegpt"
+        texts, owner, markup = [], [], []
+        try:
+            for row in _rows(folder / str(entry["file_name"])):
+                if not isinstance(row, dict):
+                    continue
+                parts, messages, has_system = _sharegpt(row, cols, tags) if sharegpt else _alpaca(row, cols)
+                texts += parts
+                owner += [len(markup)] * len(parts)
+                markup.append(per_row + per_message * messages + (0 if has_system else system_tokens))
+                if isinstance(max_samples, int) and 0 < max_samples <= len(markup):
+                    notes.append(f"`{name}` capped at max_samples={max_samples}")
+                    break
+        except (OSError, ValueError) as exc:
+            return f"`{name}`: cannot read rows of {entry['file_name']} ({str(exc).splitlines()[0][:80]})"
+        for row, n in zip(owner, count(texts)):
+            markup[row] += n
+        tokens += [round(n) for n in markup]
+    if not tokens:
+        return "no rows found"
+    return Lengths(names, tuple(tokens), how, tuple(notes))
