@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import random
@@ -33,7 +34,10 @@ MODE_SET = {"padded": "neat_packing=false packing=false", "packing": "neat_packi
 
 def measured_padding(mode: str, cutoff: int, micro_batch: int, draws: int = 400) -> float:
     """Padding share of computed tokens, from LLaMA-Factory's own processing of tiny-cpu's datasets."""
-    from llamafactory.data import SFTDataCollatorWith4DAttentionMask, get_template_and_fix_tokenizer
+    from llamafactory.data import (
+        SFTDataCollatorWith4DAttentionMask,
+        get_template_and_fix_tokenizer,
+    )
     from llamafactory.data.loader import _get_merged_dataset, _get_preprocessed_dataset
     from llamafactory.extras.constants import IGNORE_INDEX
     from llamafactory.hparams import get_train_args
@@ -44,7 +48,7 @@ def measured_padding(mode: str, cutoff: int, micro_batch: int, draws: int = 400)
     lf.update(cutoff_len=cutoff, per_device_train_batch_size=micro_batch, neat_packing=mode == "neat_packing",
               packing=mode != "padded", output_dir=tempfile.mkdtemp(), overwrite_cache=True,
               model_name_or_path=str(ROOT / lf["model_name_or_path"]), dataset_dir=str(ROOT / "data"))
-    model_args, data_args, training_args, finetuning_args, _ = get_train_args(lf)
+    model_args, data_args, training_args, *_ = get_train_args(lf)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
@@ -52,9 +56,13 @@ def measured_padding(mode: str, cutoff: int, micro_batch: int, draws: int = 400)
     merged = _get_merged_dataset(data_args.dataset, model_args, data_args, training_args, "sft")
     rows = _get_preprocessed_dataset(merged, data_args, training_args, "sft", template, tokenizer, None, is_eval=False)
     rows = [dict(r) for r in rows]
-    if mode != "padded":  # every packed row is cutoff_len long; the attention mask is 0 on the tail's padding
-        real = sum(sum(1 for m in r["attention_mask"] if m) for r in rows)
-        return 1 - real / sum(len(r["input_ids"]) for r in rows)
+    if mode != "padded":  # every packed row is cutoff_len long, its padded tail at position id 0 (supervised.py)
+        pad = 0
+        for r in rows:
+            pos = r["position_ids"]
+            tail = len(pos) - len(list(itertools.dropwhile(lambda p: p == 0, reversed(pos))))
+            pad += tail if tail > 1 else 0
+        return pad / sum(len(r["input_ids"]) for r in rows)
     collator = SFTDataCollatorWith4DAttentionMask(template=template, tokenizer=tokenizer, pad_to_multiple_of=8,
                                                   label_pad_token_id=IGNORE_INDEX)
     rng = random.Random(0)
@@ -74,7 +82,7 @@ def bench(mode: str, cutoff: int, micro_batch: int, steps: int, work: Path) -> d
     sets = f"{MODE_SET[mode]} cutoff_len={cutoff} per_device_train_batch_size={micro_batch}"
     cmd = [sys.executable, "-m", "rocmft.cli.main", "bench", "tiny-cpu", "--runtime", "local", "--steps", str(steps),
            "--results", str(results), "--set", sets]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.exit(f"{mode}: bench failed\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     with results.open() as handle:

@@ -30,7 +30,7 @@ def test_inheritance_deep_merges_and_child_wins():
     r = recipes.load("llama3-8b-z3")
     assert r.llamafactory["finetuning_type"] == "lora"  # from _base/lora.yaml
     assert r.llamafactory["max_grad_norm"] == 1.0  # from _base/sft.yaml
-    assert r.llamafactory["per_device_train_batch_size"] == 4  # the recipe's own
+    assert r.llamafactory["per_device_train_batch_size"] == 1  # the recipe's own (packed rows)
     assert r.watchdog["grad_norm_patience"] == 3
     assert [Path(p).name for p in r.chain] == ["sft.yaml", "lora.yaml", "llama3-8b-z3.yaml"]
 

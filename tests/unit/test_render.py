@@ -64,8 +64,12 @@ def test_bf16_on_arch_without_it_is_refused_at_render():
 def test_z3_recipe_has_no_offload_and_offload_recipe_does():
     z3 = json.loads(render.render(recipes.load("llama3-8b-z3"), "r").ds_config)["zero_optimization"]
     assert z3["stage"] == 3 and "offload_param" not in z3 and "offload_optimizer" not in z3
+    # the 16-bit shards fit the cards: only the optimizer goes to host RAM (issue 21)
     off = json.loads(render.render(recipes.load("qwen2.5-7b-z3-offload"), "r").ds_config)["zero_optimization"]
-    assert off["offload_param"]["device"] == "cpu" and off["offload_optimizer"]["device"] == "cpu"
+    assert "offload_param" not in off and off["offload_optimizer"]["device"] == "cpu"
+    both = json.loads(render.render(recipes.load("qwen2.5-7b-z3-offload", ["deepspeed=zero3-offload"]), "r")
+                      .ds_config)["zero_optimization"]
+    assert both["offload_param"]["device"] == "cpu" and both["offload_optimizer"]["device"] == "cpu"
     assert "stage3_parition_grads" not in json.dumps(off)  # the posts' misspelling
 
 

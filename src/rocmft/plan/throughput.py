@@ -173,7 +173,7 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
     if w.zero_stage == 3 and w.world_size > 1 and not w.offload_params:
         where = f"{w.nodes} nodes" if w.nodes > 1 else "one node"
         overlap = ", overlapped" if w.ds_overlap_comm else ", on the compute stream"
-        factors.append((f"ZeRO-3 gathers per micro-batch of {computed_tokens(w):,.0f} tokens ({where}{overlap})",
+        factors.append((f"ZeRO-3 gathers per micro-batch of {computed_tokens(w):.0f} tokens ({where}{overlap})",
                         zero3_factor(w, model + extra)))
     if w.offload_params:
         factors.append(("CPU offload of weights and optimizer (weights over PCIe every pass)", OFFLOAD_FACTOR))

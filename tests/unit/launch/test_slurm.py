@@ -273,7 +273,7 @@ def test_cli_rejects_bad_nodes(nodes, message, capsys, monkeypatch, tmp_path):
 
 
 def test_global_batch_that_does_not_divide_is_caught_before_submission(monkeypatch, tmp_path):
-    """llama3-8b-full-z3 is written for 2 x 8 x 8 = 128 sequences; 3 nodes x 8 GPUs = 24 cannot share 128."""
+    """llama3-8b-full-z3 is written for 1 x 2 x 8 = 16 packed rows; 3 nodes x 8 GPUs = 24 cannot share 16."""
     monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(slurm.subprocess, "run", lambda *a, **k: pytest.fail("sbatch called"))
@@ -281,8 +281,8 @@ def test_global_batch_that_does_not_divide_is_caught_before_submission(monkeypat
     with pytest.raises(ProblemReport) as err:  # by pipeline.prepare, for every runtime: no run dir, no sbatch
         prepared("llama3-8b-full-z3", nodes=3)
     text = str(err.value)
-    assert "the recipe's global batch 128 (2 per device x 8 accumulation x 8 GPUs) does not divide across 3 nodes x 8 GPUs = 24 processes" in text
-    assert "NODES=1 or 2 or 4 or 8 or 16" in text
+    assert "the recipe's global batch 16 (1 per device x 2 accumulation x 8 GPUs) does not divide across 3 nodes x 8 GPUs = 24 processes" in text
+    assert "NODES=1 or 2" in text
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
@@ -291,8 +291,8 @@ def test_global_batch_that_can_be_kept_is_a_warning_with_the_exact_set():
     written = slurm.recipes.load(prep.recipe.path)
     [w] = slurm.batch_problems(prep.recipe, written, set())
     assert w.severity == "warning"
-    assert "grows from 128 (as the recipe was written) to 256 on 2 nodes x 8 GPUs" in w.message
-    assert w.suggestion == 'to keep 128: SET="per_device_train_batch_size=4 gradient_accumulation_steps=2"'
+    assert "grows from 16 (as the recipe was written) to 32 on 2 nodes x 8 GPUs" in w.message
+    assert w.suggestion == 'to keep 16: SET="per_device_train_batch_size=1 gradient_accumulation_steps=1"'
     # a batch stated on the command line is the user's choice
     assert slurm.batch_problems(prep.recipe, written, {"gradient_accumulation_steps"}) == []
     assert slurm.user_batch_overrides(["gradient_accumulation_steps=2", "llamafactory.lr=1"]) == {"gradient_accumulation_steps"}

@@ -50,9 +50,9 @@ def test_precision_mismatch_with_the_yaml_is_caught_before_launch():
 
 def test_batch_mismatch_uses_the_target_world_size():
     out, cfg = rendered()
-    cfg["train_batch_size"] = 16  # 4 x 4 x 8 = 128 on the target
+    cfg["train_batch_size"] = 2  # 1 x 2 x 8 = 16 on the target
     assert any(p.key == "train_batch_size" for p in ds.check(cfg, "ds.json", hf(out), 8))
-    cfg["train_batch_size"] = 128
+    cfg["train_batch_size"] = 16
     assert ds.check(cfg, "ds.json", hf(out), 8) == []
 
 
