@@ -105,12 +105,53 @@ def test_two_processes_torchrun_gloo(env):
     assert json.loads((run / "plan.json").read_text())["nproc_per_node"] == 2
 
 
-def test_two_processes_deepspeed_zero3(env):
-    _, run = train(env, "zero3", "gpus_per_node=2", "deepspeed=zero3", timeout=1200)
-    assert_trained(run)
+# What ds_configs/zero{2,3}.json.j2 held before issue 21 (LLaMA-Factory's example files): the control run.
+PREVIOUS = {
+    "zero2": {"overlap_comm": False, "allgather_bucket_size": 500000000, "reduce_bucket_size": 500000000},
+    "zero3": {"overlap_comm": False, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+              "stage3_param_persistence_threshold": "auto"},
+}
+
+
+def _previous_preset_losses(env, preset: str, steps: int) -> list[float]:
+    """The same recipe rendered, its DeepSpeed JSON put back to the previous preset, run by llamafactory-cli."""
+    name = f"{preset}-previous"
+    proc = rocmft("render", "tiny-cpu", "--run-name", name, "gpus_per_node=2", f"deepspeed={preset}",
+                  f"max_steps={steps}", env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = runs_dir(env) / name
     ds = json.loads((run / "ds_config.json").read_text())
-    assert ds["zero_optimization"]["stage"] == 3
-    assert yaml.safe_load((run / "train.yaml").read_text())["deepspeed"].endswith("/zero3/ds_config.json")
+    ds["zero_optimization"].update(PREVIOUS[preset])
+    (run / "ds_config.json").write_text(json.dumps(ds))
+    cli = Path(sys.executable).with_name("llamafactory-cli")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = {**env, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2", "MASTER_PORT": str(port), "MASTER_ADDR": "127.0.0.1",
+           "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([str(cli), "train", str(run / "train.yaml")], cwd=ROOT, env=job, capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return losses(run)
+
+
+@pytest.mark.parametrize("preset", ["zero2", "zero3"])
+def test_two_processes_deepspeed_presets_match_the_previous_ones(env, preset):
+    # Same math, different scheduling (overlap_comm, buckets, prefetch, persistence): the same seed gives the
+    # same first losses. The tiny model's parameters are all under the new persistence threshold, so the new
+    # ZeRO-3 run keeps them resident, while the previous preset (10 x hidden) gathers them: both paths train.
+    steps = 4
+    _, run = train(env, preset, "gpus_per_node=2", f"deepspeed={preset}", f"max_steps={steps}", timeout=1200)
+    ds = json.loads((run / "ds_config.json").read_text())["zero_optimization"]
+    assert ds["stage"] == int(preset[-1]) and ds["overlap_comm"] is True
+    assert yaml.safe_load((run / "train.yaml").read_text())["deepspeed"].endswith(f"/{preset}/ds_config.json")
+    new = losses(run)
+    old = _previous_preset_losses(env, preset, steps)
+    assert len(new) == len(old) == steps
+    assert new == pytest.approx(old, rel=1e-3, abs=1e-3), (new, old)
+    assert json.loads((run / "status.json").read_text())["state"] == "succeeded"
 
 
 def test_watchdog_leaves_a_normal_run_unchanged(env, one_process):
