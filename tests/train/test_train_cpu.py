@@ -130,7 +130,10 @@ def _previous_preset_losses(env, preset: str, steps: int) -> list[float]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     job = {**env, "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "2", "MASTER_PORT": str(port), "MASTER_ADDR": "127.0.0.1",
-           "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+           "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1",
+           # LLaMA-Factory's launcher calls `torchrun` by name: the venv's bin must be on PATH (pytest may be
+           # started as .venv/bin/python -m pytest, without an activated venv).
+           "PATH": f"{cli.parent}{os.pathsep}{env.get('PATH', '')}"}
     done = subprocess.run([str(cli), "train", str(run / "train.yaml")], cwd=ROOT, env=job, capture_output=True,
                           text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
