@@ -6,9 +6,13 @@ that parallel changes rebase without touching each other's lines."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -59,6 +63,75 @@ def tiny_model() -> Path:
     if not (model / "rocmft-tiny.json").is_file():
         subprocess.run([PYTHON, str(ROOT / "scripts" / "make_tiny_model.py")], cwd=ROOT, check=True)
     return model
+
+
+# ---- one trained tiny-cpu run for the whole session (`trained_run`), instead of one per test file
+
+def make_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """`offline_env` for a nested `make`: without `make test`'s own flags (they add "Entering directory"
+    lines) and without VERBOSE (it would stream the job's whole log)."""
+    env = offline_env(tmp, **extra)
+    return {k: v for k, v in env.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VERBOSE")}
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A finished tiny-cpu run. Read its facts from it (`max_steps`, `losses`, `checkpoints`): the recipe
+    changes (packing, data, step count, restarts) and the tests follow it. It is shared: never write into
+    `path` (a test that would, works on `copy_to`); the session fails at its end if anything in it changed."""
+
+    path: Path
+    output: str  # what the command that trained it printed, stdout and stderr in one pipe (`2>&1`)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def trainer_log(self) -> list[dict]:
+        lines = (self.path / "output" / "trainer_log.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    def losses(self) -> list[float]:
+        return [row["loss"] for row in self.trainer_log() if "loss" in row]
+
+    @property
+    def max_steps(self) -> int:
+        """The step count the run was configured with (what LLaMA-Factory read)."""
+        import yaml
+
+        return int(yaml.safe_load((self.path / "train.yaml").read_text())["max_steps"])
+
+    def checkpoints(self) -> list[Path]:
+        from rocmft import runs
+
+        return runs.checkpoints(self.path)
+
+    def copy_to(self, runs_dir: Path, name: str) -> Path:
+        return Path(shutil.copytree(self.path, runs_dir / name, symlinks=True))
+
+
+def _fingerprint(folder: Path) -> dict[str, str]:
+    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, tiny_model) -> TrainedRun:
+    """tiny-cpu trained once, as the README shows it: `make train RECIPE=tiny-cpu RUNTIME=local RUN_NAME=...`
+    (the Makefile's variables reach the CLI), piped. Used by the training, chat/serve, serve-in-Docker and
+    progress tests; a test that changes a run copies it."""
+    tmp = tmp_path_factory.mktemp("trained-run")
+    env = make_env(tmp)
+    proc = subprocess.run(["make", "-s", "train", "RECIPE=tiny-cpu", "RUNTIME=local", "RUN_NAME=shared"], cwd=ROOT,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    run = TrainedRun(Path(env["ROCMFT_RUNS"]) / "shared", proc.stdout)
+    before = _fingerprint(run.path)
+    yield run
+    after = _fingerprint(run.path)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"a test wrote into the shared trained run (use TrainedRun.copy_to): {changed[:20]}"
 
 
 @pytest.hookimpl(hookwrapper=True)

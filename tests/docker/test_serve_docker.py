@@ -1,5 +1,5 @@
-"""chat and serve with RUNTIME=docker for real: a tiny-cpu run (trained here, in the venv) served from the
-CPU image by a real Docker daemon, answering through the port published on 127.0.0.1.
+"""chat and serve with RUNTIME=docker for real: the session's tiny-cpu run (`trained_run`, trained in the venv)
+served from the CPU image by a real Docker daemon, answering through the port published on 127.0.0.1.
 
 Needs a daemon (DOCKER_HOST, e.g. from `eval "$(scripts/ci/dockerd-up.sh)"`) and the CPU image
 (`make wheelhouse ARCH=cpu && make image ARCH=cpu OFFLINE=1`); skipped only when no daemon is configured.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, offline_env, rocmft
+from tests.conftest import ROOT, TrainedRun, offline_env, rocmft
 from tests.docker.test_container_train import client, cpu_image  # noqa: F401 - fixtures
 from tests.train.test_chat_serve import Server, assert_nothing_left, free_port
 
@@ -28,10 +28,8 @@ def env(tmp_path_factory, tiny_model):
 
 
 @pytest.fixture(scope="module")
-def run(env, client, cpu_image) -> Path:  # noqa: F811 - the fixtures imported above
-    proc = rocmft("train", "tiny-cpu", "--runtime", "local", "--run-name", "served", env=env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return Path(env["ROCMFT_RUNS"]) / "served"
+def run(trained_run: TrainedRun, client, cpu_image) -> Path:  # noqa: F811 - the fixtures imported above
+    return trained_run.path
 
 
 def serve_containers(client):  # noqa: F811
@@ -54,13 +52,13 @@ def test_make_serve_in_the_container_answers_through_the_published_port(client, 
     assert bindings == [{"HostIp": "127.0.0.1", "HostPort": str(port)}]  # published on loopback only
     assert KEY not in str(container.attrs["Config"]["Cmd"]) and KEY not in "\n".join(server.lines)
     client_ = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
-    done = client_.chat.completions.create(model="served", messages=[{"role": "user", "content": "hello"}])
+    done = client_.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hello"}])
     assert done.choices[0].message.content.strip()
-    stream = client_.chat.completions.create(model="served", messages=[{"role": "user", "content": "hi"}], stream=True)
+    stream = client_.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}], stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices).strip()
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0) \
-            .chat.completions.create(model="served", messages=[{"role": "user", "content": "hi"}])
+            .chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}])
     started = time.monotonic()
     server.stop(signal.SIGTERM)
     assert_nothing_left(server, port)
@@ -74,7 +72,7 @@ def test_make_chat_prompt_in_the_container(client, env, run):  # noqa: F811
                            "SET=max_new_tokens=16 do_sample=false"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert proc.stdout.strip() and "INFO" not in proc.stdout
-    assert "in container rocmft-ask-served-" in proc.stderr
+    assert f"in container rocmft-ask-{run.name}-" in proc.stderr
     assert [c for c in serve_containers(client) if c.id not in before] == []
 
 

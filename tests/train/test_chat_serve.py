@@ -7,8 +7,8 @@
   rocmft process alone both leave nothing listening and no process behind;
 - with API_KEY set, a request without the key is refused (401) and one with it answered.
 
-One tiny-cpu run is trained for the whole module; answers are greedy (SET=do_sample=false), so what a
-random-ish tiny model says is the same on every run of the tests.
+They talk to the session's trained tiny-cpu run (`trained_run`, tests/conftest.py), read-only; answers are
+greedy (SET=do_sample=false), so what a random-ish tiny model says is the same on every run of the tests.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, ROOT, offline_env, rocmft
+from tests.conftest import PYTHON, ROOT, TrainedRun, offline_env
 
 pytestmark = pytest.mark.train
 KEY = "sk-rocmft-test-key-789"
@@ -37,12 +37,8 @@ def env(tmp_path_factory, tiny_model):
 
 
 @pytest.fixture(scope="module")
-def run(env) -> Path:
-    proc = rocmft("train", "tiny-cpu", "--runtime", "local", "--run-name", "talk", env=env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    path = Path(env["ROCMFT_RUNS"]) / "talk"
-    assert (path / "output" / "adapter_model.safetensors").is_file()
-    return path
+def run(trained_run: TrainedRun) -> Path:
+    return trained_run.path
 
 
 def free_port() -> int:
@@ -132,8 +128,8 @@ def test_make_chat_prompt_prints_an_answer(env, run):
 
 
 def test_make_chat_last_with_the_merged_export(env, run):
-    copy = run.parent / "talk-merged"
-    shutil.copytree(run, copy)
+    copy = Path(env["ROCMFT_RUNS"]) / "talk-merged"
+    shutil.copytree(run, copy)  # export writes into the run; `last` is the newest run in this module's runs
     exported = subprocess.run(["make", "-s", "export", f"RUN={copy}"], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=600)
     assert exported.returncode == 0, exported.stderr[-2000:]
@@ -153,10 +149,10 @@ def test_make_serve_answers_the_openai_client_and_stops_on_sigterm(env, run):
     assert f"OpenAI base URL: http://127.0.0.1:{port}/v1" in text
     assert f"curl http://127.0.0.1:{port}/v1/chat/completions" in text
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
-    assert [m.id for m in client.models.list().data] == ["talk"]
-    done = client.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hello"}])
+    assert [m.id for m in client.models.list().data] == [run.name]
+    done = client.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hello"}])
     assert done.choices[0].message.content.strip() and 0 < done.usage.completion_tokens <= 16  # SET= reached it
-    stream = client.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hello"}], stream=True)
+    stream = client.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hello"}], stream=True)
     pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
     assert "".join(pieces).strip() and len(pieces) > 1  # token by token
     server.stop(signal.SIGTERM)
@@ -175,7 +171,7 @@ def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_s
     assert any('-H "Authorization: Bearer $API_KEY"' in line for line in server.lines)
     anonymous = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
-        anonymous.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hi"}])
+        anonymous.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}])
     import urllib.error
     import urllib.request
 
@@ -184,6 +180,6 @@ def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_s
         direct.open(f"http://127.0.0.1:{port}/v1/models", timeout=10)
     assert refused.value.code == 401
     keyed = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
-    assert keyed.chat.completions.create(model="talk", messages=[{"role": "user", "content": "hi"}]).choices
+    assert keyed.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}]).choices
     assert server.stop(signal.SIGINT, group=False) == 0  # the launcher alone: it stops its server itself
     assert_nothing_left(server, port)

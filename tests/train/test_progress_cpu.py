@@ -1,6 +1,7 @@
 """What a person sees from a real CPU run (`pytest -m train`): `make demo` under a real pseudo-terminal (the
-live line redrawn in place, then the summary), `make demo` piped (a plain line per step, no carriage-return
-bars, a short output), and a run whose dataset has a bad row (the cause in the last lines, the log's path)."""
+live line redrawn in place, then the summary), a tiny-cpu `make train` piped (the session's `trained_run`: a
+plain line per step, no carriage-return bars, a short output), and a run whose dataset has a bad row (the
+cause in the last lines, the log's path)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, offline_env, rocmft
+from tests.conftest import ROOT, TrainedRun, make_env, rocmft
 
 pytestmark = pytest.mark.train
-MAX_PIPED_LINES = 40
+MAX_PIPED_LINES = 40  # for a 12-step run: what is not a step line (plan, summary) stays within 28 lines
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, tiny_model):
-    # `make test` nests this make (its flags would add "Entering directory" lines); VERBOSE=1 would stream all
-    base = offline_env(tmp_path_factory.mktemp("progress"))
-    return {k: v for k, v in base.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "VERBOSE")}
+    return make_env(tmp_path_factory.mktemp("progress"))
 
 
 def logged_steps(run: Path) -> list[int]:
@@ -62,11 +61,12 @@ def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary
     text = raw.decode("utf-8", "replace")
     assert code == 0, text[-3000:]
     run = Path(env["ROCMFT_RUNS"]) / "tty"
+    total = TrainedRun(run, text).max_steps
     # redrawn in place: each state of the line follows a return to its start and an erase
-    drawn = re.findall(r"\r\x1b\[2K\[rocmft\] step (\d+)/12 ", text)
-    assert len(set(drawn)) >= 2 and drawn[-1] == "12", drawn
+    drawn = re.findall(rf"\r\x1b\[2K\[rocmft\] step (\d+)/{total} ", text)
+    assert len(set(drawn)) >= 2 and drawn[-1] == str(total), drawn
     assert [int(s) for s in dict.fromkeys(drawn)] == sorted(int(s) for s in set(drawn))  # never backwards
-    assert not re.search(r"\n\[rocmft\] step \d+/12  loss", text)  # no plain per-step lines on a terminal
+    assert not re.search(rf"\n\[rocmft\] step \d+/{total}  loss", text)  # no plain per-step lines on a terminal
     tail = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()][-8:]
     assert tail[0].startswith("[rocmft] done: ") or any(line.startswith("[rocmft] done: ") for line in tail), tail
     assert tail[-1].startswith("[rocmft] loss plot ") and tail[-1].endswith("training_loss.png"), tail
@@ -75,21 +75,17 @@ def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary
     assert "Loading weights" in (run / "train.log").read_text() or "[INFO" in (run / "train.log").read_text()
 
 
-def test_make_demo_piped_prints_a_line_per_step_and_stays_short(env):
-    proc = subprocess.run(["make", "-s", "demo", "RUN_NAME=piped"], cwd=ROOT, env=env, capture_output=True,
-                          timeout=600)
-    out = proc.stdout.decode() + proc.stderr.decode()
-    assert proc.returncode == 0, out[-3000:]
-    run = Path(env["ROCMFT_RUNS"]) / "piped"
+def test_a_piped_run_prints_a_line_per_step_and_stays_short(trained_run: TrainedRun):
+    out, run, total = trained_run.output, trained_run.path, trained_run.max_steps  # `make train ...` 2>&1 | ...
     assert "\r" not in out and "\x1b[" not in out  # no bars, no cursor control
-    steps = [int(m) for m in re.findall(r"^\[rocmft\] step (\d+)/12  loss ", out, re.M)]
-    assert steps == logged_steps(run) == list(range(1, 13))  # one line per logged step, labelled right
+    steps = [int(m) for m in re.findall(rf"^\[rocmft\] step (\d+)/{total}  loss ", out, re.M)]
+    assert steps == logged_steps(run) and steps[-1] == total  # one line per logged step, labelled right
     lines = out.splitlines()
-    assert len(lines) <= MAX_PIPED_LINES, "\n".join(lines)
+    assert len(lines) <= len(steps) + MAX_PIPED_LINES - 12, "\n".join(lines)  # the step lines + the bound's rest
     assert lines[-1].startswith("[rocmft] loss plot ") and any(line.startswith("[rocmft] done: ") for line in lines)
     assert "INFO" not in out and "{'loss'" not in out
     assert (run / "output" / "training_loss.png").is_file()
-    print(f"piped make demo: {len(lines)} lines")
+    print(f"piped make train: {len(lines)} lines")
 
 
 def test_a_bad_dataset_row_shows_the_cause_and_the_log(env, tmp_path):

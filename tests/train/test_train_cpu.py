@@ -1,4 +1,7 @@
-"""Real training on CPU with the tiny model, through the same CLI users run (`pytest -m train`)."""
+"""Real training on CPU with the tiny model, through the same CLI users run (`pytest -m train`).
+
+The plain one-process run is the session's `trained_run` (tests/conftest.py), shared with the chat/serve and
+progress tests; its facts (step count, checkpoints) are read from it, never assumed."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, offline_env, rocmft
+from tests.conftest import ROOT, TrainedRun, offline_env, rocmft
 
 pytestmark = pytest.mark.train
 
@@ -57,7 +60,8 @@ def assert_events_match_the_trainer_log(run):
     assert all(b["step"] > a["step"] for a, b in zip(stepped, stepped[1:]))
     assert [round(e["loss"], 5) for e in stepped] == [round(e["loss"], 5) for e in logged]
     assert found[0]["event"] == "begin" and found[-1]["event"] == "end" and len(found) == len(stepped) + 2
-    assert all(e["tokens_per_s_per_gpu"] > 0 and e["max_steps"] == 12 for e in stepped)
+    configured = yaml.safe_load((run / "train.yaml").read_text())["max_steps"]
+    assert all(e["tokens_per_s_per_gpu"] > 0 and e["max_steps"] == configured for e in stepped)
     assert found[-1]["peak_memory_gib"] > 0.1 and found[-1]["memory_kind"] == "rss"
 
 
@@ -70,27 +74,19 @@ def assert_trained(run):
         lora = [k for k in f.keys() if "lora_A" in k or "lora_B" in k]
     assert len(lora) >= 2 * 7 * 2  # A and B for 7 targeted modules in each of 2 layers
     values = losses(run)
-    assert len(values) >= 10 and values[-1] < values[0], values
+    rendered = yaml.safe_load((run / "train.yaml").read_text())
+    assert len(values) == rendered["max_steps"] // rendered.get("logging_steps", 1) and values[-1] < values[0], values
     assert json.loads((run / "status.json").read_text())["state"] == "succeeded"
 
 
-@pytest.fixture(scope="module")
-def one_process(env):
-    # Through `make train`, as the README shows it: the Makefile's variables reach the CLI.
-    proc = subprocess.run(["make", "-s", "train", "RECIPE=tiny-cpu", "RUNTIME=local", "RUN_NAME=one"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc, runs_dir(env) / "one"
-
-
-def test_one_process(one_process):
-    proc, run = one_process
+def test_one_process(trained_run: TrainedRun):
+    run = trained_run.path  # trained through `make train RECIPE=tiny-cpu RUNTIME=local RUN_NAME=...`
     assert_trained(run)
     for name in ("recipe.resolved.yaml", "train.yaml", "plan.json", "versions.json", "train.log", "output/training_loss.png"):
         assert (run / name).is_file(), name
     versions = json.loads((run / "versions.json").read_text())
     assert versions["git_commit"] != "unknown" and versions["host_stack"]["llamafactory"] == "0.9.5"
-    assert "adapter_model.safetensors" in proc.stdout and "training_loss.png" in proc.stdout
+    assert "adapter_model.safetensors" in trained_run.output and "training_loss.png" in trained_run.output
     assert_events_match_the_trainer_log(run)
     assert "No metric" not in (run / "train.log").read_text()  # our plot: no eval-metric warnings for a train-only run
 
@@ -157,22 +153,25 @@ def test_two_processes_deepspeed_presets_match_the_previous_ones(env, preset):
     assert json.loads((run / "status.json").read_text())["state"] == "succeeded"
 
 
-def test_watchdog_leaves_a_normal_run_unchanged(env, one_process):
+def test_watchdog_leaves_a_normal_run_unchanged(env, trained_run: TrainedRun):
     _, run = train(env, "nowatch", "watchdog=false")
-    assert losses(run) == losses(one_process[1])
+    assert losses(run) == trained_run.losses() and len(losses(run)) == trained_run.max_steps
 
 
-def test_resume_continues_the_step_count_with_a_lower_learning_rate(env, one_process):
-    proc, run = train(env, "resumed", "--resume", "one", "max_steps=16", "learning_rate=1e-3")
+def test_resume_continues_the_step_count_with_a_lower_learning_rate(env, trained_run: TrainedRun):
+    last = trained_run.checkpoints()[-1]
+    saved = int(last.name.split("-")[1])
+    more = trained_run.max_steps + 4
+    proc, run = train(env, "resumed", "--resume", str(trained_run.path), f"max_steps={more}", "learning_rate=1e-3")
     log = [json.loads(line) for line in (run / "output" / "trainer_log.jsonl").read_text().splitlines()]
-    assert log[0]["current_steps"] == 13 and log[-1]["current_steps"] == 16  # joins up after checkpoint-12
+    assert log[0]["current_steps"] == saved + 1 and log[-1]["current_steps"] == more  # joins up after the checkpoint
     assert all(entry["lr"] <= 1e-3 + 1e-12 for entry in log if "lr" in entry)
     status = json.loads((run / "status.json").read_text())
-    assert status["resumed_from"].endswith("one/output/checkpoint-12")
+    assert status["resumed_from"].endswith(f"{trained_run.name}/output/{last.name}")
 
 
-def test_export_merges_the_adapter(env, one_process):
-    run = one_process[1]
+def test_export_merges_the_adapter(env, trained_run: TrainedRun):
+    run = trained_run.copy_to(runs_dir(env), "exported")  # export writes merged/ into the run
     proc = rocmft("export", str(run), env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (run / "merged" / "model.safetensors").is_file() and (run / "merged" / "config.json").is_file()
@@ -185,7 +184,8 @@ def test_divergence_is_stopped_with_advice(env):
     # (A LoRA at absurd rates only saturates this tiny model at ln(vocab), which is no divergence.)
     proc, run = train(env, "diverge", "learning_rate=10", "finetuning_type=full", "save_steps=2", expect=3)
     report = json.loads((run / "diverged.json").read_text())
-    assert report["step"] < 12 and report["loss_tail"] and report["precision"] == "fp32"
+    assert report["step"] < int(yaml.safe_load((run / "train.yaml").read_text())["max_steps"])
+    assert report["loss_tail"] and report["precision"] == "fp32"
     assert report["learning_rate"] == 10
     assert "DIVERGED" in proc.stdout and "halve the learning rate" in proc.stdout
     status = json.loads((run / "status.json").read_text())
