@@ -143,7 +143,7 @@ def _neutral_args(cfg: dict[str, Any]) -> SimpleNamespace:
     )
 
 
-def _drop_unfillable(cfg: dict[str, Any]) -> None:
+def _drop_unfillable(cfg: dict[str, Any], micro_batch: int) -> None:
     zero = cfg.get("zero_optimization")
     if isinstance(zero, dict):
         for key in _HIDDEN_SIZE_AUTO:
@@ -154,8 +154,10 @@ def _drop_unfillable(cfg: dict[str, Any]) -> None:
         for key in [k for k, v in params.items() if v == "auto"]:
             params.pop(key)
     # DeepSpeed checks train_batch_size against THIS process's world size (1): leave the batch to the
-    # HF fill check above, which used the target's world size.
-    cfg.pop("train_batch_size", None)
+    # HF fill check above, which used the target's world size. DeepSpeed needs one batch size to start from:
+    # a JSON that gave only train_batch_size (LLaMA-Factory's examples do) gets the micro-batch in its place.
+    if cfg.pop("train_batch_size", None) is not None and "train_micro_batch_size_per_gpu" not in cfg:
+        cfg["train_micro_batch_size_per_gpu"] = micro_batch
 
 
 def check(cfg: Any, file: str, train_args: Any = None, world_size: int = 1) -> list[Problem]:
@@ -178,7 +180,7 @@ def check(cfg: Any, file: str, train_args: Any = None, world_size: int = 1) -> l
                                     "set it to \"auto\" or make both agree"))
         else:
             problems.append(Problem(file, "", line))
-    _drop_unfillable(filled)
+    _drop_unfillable(filled, train_args.per_device_train_batch_size)
     remaining_auto = [k for k, v in filled.items() if v == "auto"]
     for key in remaining_auto:
         filled.pop(key)

@@ -69,3 +69,12 @@ def test_validation_leaves_the_environment_as_it_was():
     out, cfg = rendered()
     ds.check(cfg, "ds.json", hf(out), 8)
     assert dict(os.environ) == before
+
+
+def test_a_json_with_only_train_batch_size_auto_passes():
+    """LLaMA-Factory's example JSONs (and the ZeRO-3 post's) give the batch only as train_batch_size "auto":
+    transformers fills it for the job's world size, and DeepSpeed derives the micro-batch from it."""
+    out, cfg = rendered()
+    for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
+        cfg.pop(key)
+    assert ds.check(cfg, "ds.json", hf(out), 8) == []
