@@ -7,13 +7,14 @@ LLaMA-Factory verbatim. Everything here is pure YAML handling: no torch, no LLaM
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
 
-from . import arches, paths
+from . import arches, ds_presets, paths
 from .overrides import apply_overrides, parse_overrides
 from .problems import Problem, ProblemReport, did_you_mean, raise_if_errors
 from .yamlio import parse_yaml
@@ -57,6 +58,7 @@ class Recipe:
     env: Mapping[str, str] = field(default_factory=dict)
     plan: Mapping[str, Any] = field(default_factory=dict)
     llamafactory: Mapping[str, Any] = field(default_factory=dict)
+    deepspeed_file: str = ""  # `deepspeed: x.json`: the recipe's own DeepSpeed JSON, resolved ("" for a preset)
 
     @property
     def world_size(self) -> int:
@@ -95,6 +97,17 @@ def find(name_or_path: str) -> Path:
     known = available()
     hint = did_you_mean(name_or_path, known) or f"known recipes: {', '.join(known)}"
     raise ProblemReport([Problem("", "RECIPE", f"unknown recipe `{name_or_path}`", hint)])
+
+
+def new_path(name: str | None, suffix: str = ".yaml") -> Path:
+    """recipes/<name><suffix> for a new file (`make copy`, `make import`): a plain name, so nothing lands
+    outside recipes/, and not there yet - a recipe is never overwritten."""
+    if not name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise ProblemReport([Problem("", "TO", f"`{name or ''}` is not a recipe name", "e.g. TO=my-llama3 (letters, digits, . _ -)")])
+    target = paths.recipes_dir() / f"{name}{suffix}"
+    if target.exists():
+        raise ProblemReport([Problem("", "TO", f"{target.relative_to(paths.root())} exists: not overwritten", "pick another name")])
+    return target
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -191,9 +204,15 @@ def check(data: dict[str, Any], file: str) -> list[Problem]:
     if arch_info and gpus > arch_info.gpus_per_node:
         problems.append(Problem(file, "gpus_per_node", f"{gpus} GPUs asked, but a {arch} node holds at most {arch_info.gpus_per_node}",
                                 "use more `nodes:` instead"))
-    if data.get("deepspeed", "none") not in DEEPSPEED_PRESETS:
+    deepspeed = data.get("deepspeed", "none")
+    if ds_presets.is_file(deepspeed):
+        if ds_presets.find_file(deepspeed, file) is None:
+            problems.append(Problem(file, "deepspeed", f"`{deepspeed}` not found next to the recipe or in recipes/",
+                                    f"a preset ({', '.join(DEEPSPEED_PRESETS)}) or a DeepSpeed JSON file there"))
+    elif deepspeed not in DEEPSPEED_PRESETS:
         problems.append(Problem(file, "deepspeed", f"unknown preset `{data.get('deepspeed')}`",
-                                did_you_mean(str(data.get("deepspeed")), DEEPSPEED_PRESETS) or f"one of: {', '.join(DEEPSPEED_PRESETS)}"))
+                                did_you_mean(str(data.get("deepspeed")), DEEPSPEED_PRESETS)
+                                or f"one of: {', '.join(DEEPSPEED_PRESETS)}, or a .json file next to the recipe"))
     if data.get("precision", "auto") not in PRECISIONS:
         problems.append(Problem(file, "precision", f"unknown precision `{data.get('precision')}`", f"one of: {', '.join(PRECISIONS)}"))
     watchdog = data.get("watchdog", True)
@@ -235,6 +254,8 @@ def load(name_or_path: str, overrides: Iterable[str] = ()) -> Recipe:
     data, chain = load_chain(path)
     data = apply_overrides(data, parse_overrides(overrides, PROJECT_KEYS))
     raise_if_errors(check(data, str(path)))
+    deepspeed = data.get("deepspeed", "none")
+    ds_file = ds_presets.find_file(deepspeed, str(path)) if ds_presets.is_file(deepspeed) else None
     return Recipe(
         name=path.stem,
         path=str(path),
@@ -249,6 +270,7 @@ def load(name_or_path: str, overrides: Iterable[str] = ()) -> Recipe:
         env={k: str(v) for k, v in (data.get("env") or {}).items()},
         plan=dict(data.get("plan") or {}),
         llamafactory=dict(data["llamafactory"]),
+        deepspeed_file=str(ds_file or ""),
     )
 
 

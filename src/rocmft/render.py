@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 from jinja2 import FileSystemLoader, StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
 
-from . import __version__, arches, paths, precision
+from . import __version__, arches, ds_presets, paths, precision
 from .problems import Problem, raise_if_errors
 from .recipes import Recipe
 
@@ -77,7 +78,9 @@ def render(recipe: Recipe, run_path: str, resume_from: str | None = None) -> Ren
         run_path=run_path, args=args,
     )
     ds_config = None
-    if recipe.deepspeed != "none":
+    if recipe.deepspeed_file:
+        ds_config = ds_presets.render_file(Path(recipe.deepspeed_file), recipe.path)
+    elif recipe.deepspeed != "none":
         text = env.get_template(f"{recipe.deepspeed}.json.j2").render(bf16=prec.bf16, fp16=prec.fp16)
         # Normalise through json: one canonical layout whatever the template's whitespace.
         ds_config = json.dumps(json.loads(text), indent=2) + "\n"

@@ -10,9 +10,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-from .. import arches, paths, precision
+from .. import arches, ds_presets, paths, precision
 from ..problems import Problem, ProblemReport, did_you_mean
 from ..recipes import Recipe
 from . import liger, models, product
@@ -127,13 +128,24 @@ class Workload:
 
 # ---------------------------------------------------------------- DeepSpeed settings from ds_configs/
 
+def _ds_source(recipe: Recipe) -> tuple[str, str]:
+    """(the preset modelled, the file its settings are read from): a recipe's own JSON is modelled as the
+    shipped preset of its shape (ZeRO stage, offload targets) with its own bucket sizes."""
+    if recipe.deepspeed_file:
+        return ds_presets.planned_as(ds_presets.read_file(Path(recipe.deepspeed_file), recipe.path)), recipe.deepspeed_file
+    if recipe.deepspeed == "none":
+        return "none", ""
+    return recipe.deepspeed, str(paths.ds_configs_dir() / f"{recipe.deepspeed}.json.j2")
+
+
 @cache
-def _ds_settings(preset: str) -> dict[str, float | None]:
-    """Bucket sizes from the preset's template (the file rocmft renders), so the plan follows edits to it."""
+def _ds_settings(source: str) -> dict[str, float | None]:
+    """Bucket sizes from the preset's template (the file rocmft renders) or the recipe's JSON, so the plan
+    follows edits to it."""
     found: dict[str, float | None] = {}
-    if preset == "none":
+    if not source:
         return found
-    path = paths.ds_configs_dir() / f"{preset}.json.j2"
+    path = Path(source)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
@@ -261,7 +273,8 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     if method == "freeze" and (isinstance(freeze_layers, bool) or not isinstance(freeze_layers, int) or freeze_layers == 0):
         problems.append(Problem(file, "llamafactory.freeze_trainable_layers", f"must be a non-zero whole number, got {freeze_layers!r}"))
         freeze_layers = 2
-    ds = _ds_settings(recipe.deepspeed)
+    preset, ds_source = _ds_source(recipe)
+    ds = _ds_settings(ds_source)
     flash = str(lf.get("flash_attn", arch.attention))
     packing = ("neat_packing" if lf.get("neat_packing") else "packing" if lf.get("packing", stage == "pt")
                else "padded")
@@ -269,7 +282,7 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,
         peak_tflops=arch.peak(prec.name), precision=prec.name, is_gpu=arch.is_gpu,
-        gpus_per_node=recipe.gpus_per_node, nodes=recipe.nodes, deepspeed=recipe.deepspeed,
+        gpus_per_node=recipe.gpus_per_node, nodes=recipe.nodes, deepspeed=preset,
         method=method if method in ("lora", "full", "freeze") else "lora",
         lora_rank=rank, lora_targets=_targets(lf, file, problems) if method == "lora" else models.LINEAR_MODULES,
         lora_dropout=float(lf.get("lora_dropout", LF_DEFAULTS["lora_dropout"]) or 0.0),
