@@ -30,6 +30,7 @@ KNOWN_WRONG = {
     "overwrite_output_dir": "refused: it destroys earlier results (and transformers 5 removed it); use a new output_dir",
     "config_file": "LLaMA-Factory takes the YAML path as its argument: llamafactory-cli train x.yaml",
 }
+UNKNOWN_KEY = "unknown to LLaMA-Factory"  # the message of a key no argument dataclass has (`rocmft import` drops those)
 
 
 @dataclasses.dataclass
@@ -137,7 +138,7 @@ def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
     for key, value in args.items():
         if key not in fields:
             bad.add(key)
-            problems.append(Problem(file, key, "unknown to LLaMA-Factory",
+            problems.append(Problem(file, key, UNKNOWN_KEY,
                                     KNOWN_WRONG.get(key) or did_you_mean(key, fields)))
             continue
         action = actions.get(f"--{key}")

@@ -69,7 +69,9 @@ def test_every_target_hands_every_variable_over_byte_for_byte(job_env, recorder,
     # the variables the issue names, where a user expects them
     for name, target in [("SET", "train"), ("SET", "show"), ("SET", "chat"), ("TO", "copy"), ("FILES", "validate"),
                          ("RUN", "export"), ("RUN", "serve"), ("PARTITION", "train"), ("ACCOUNT", "train"),
-                         ("SBATCH_ARGS", "train"), ("PROMPT", "chat"), ("HOST", "serve"), ("IN", "data")]:
+                         ("SBATCH_ARGS", "train"), ("PROMPT", "chat"), ("HOST", "serve"), ("IN", "data"),
+                         ("FILE", "import"), ("DS", "import"), ("CMD", "import"), ("GPUS_PER_NODE", "import"),
+                         ("TO", "import"), ("ARCH", "import")]:
         assert target in arrived[name], f"make {target} does not pass {name}"
 
 

@@ -1,0 +1,88 @@
+"""A user's DeepSpeed JSON against the shipped presets (as on disk, rendered): the preset when stage and
+offload targets match and the JSON brings no optimizer/scheduler of its own, else kept as the recipe's file;
+every other difference listed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rocmft import arches, ds_presets, importer, pipeline, plan, precision, recipes
+from rocmft.importer import deepspeed
+from tests.unit.importer.conftest import SEEDS
+
+BF16, FP32 = (precision.resolve(p, arches.get("gfx942"))[0] for p in ("bf16", "fp32"))
+
+
+@pytest.mark.parametrize("name", ds_presets.shipped())
+@pytest.mark.parametrize("prec", [BF16, FP32], ids=["bf16", "fp32"])
+def test_every_shipped_preset_matches_itself_exactly(name, prec):
+    match = deepspeed.match(deepspeed.rendered(name, prec), prec, {})
+    assert (match.preset, match.kept, match.differences) == (name, None, [])
+
+
+def test_the_posts_json_is_the_offload_preset_with_its_differences_listed():
+    user = json.loads((SEEDS / "rocm-deepspeed-zero3" / "ds_z3_config.json").read_text())
+    refused = {"zero_optimization.stage3_parition_grads": "unknown DeepSpeed key"}
+    match = deepspeed.match(user, BF16, refused)
+    assert match.preset == "zero3-offload" and match.kept is None
+    lines = match.differences
+    assert "zero_optimization.stage3_parition_grads: true -> (not set) in preset zero3-offload (unknown DeepSpeed key)" in lines
+    assert 'gradient_clipping: 1.0 -> "auto" in preset zero3-offload' in lines
+    assert not any(line.startswith("fp16.loss_scale") for line in lines)  # fp16 is off on both sides
+    assert not any(line.startswith(("bf16.", "zero_optimization.stage:", "zero_optimization.offload")) for line in lines)
+
+
+@pytest.mark.parametrize("user, why", [
+    ({"zero_optimization": {"stage": 1}}, "no shipped preset has ZeRO stage 1 with optimizer offload none"),
+    ({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}}},
+     "no shipped preset has ZeRO stage 3 with optimizer offload nvme"),
+    ({"zero_optimization": {"stage": 3}, "optimizer": {"type": "AdamW", "params": {"lr": "auto"}}},
+     "its own optimizer block"),
+])
+def test_what_no_preset_matches_is_kept(user, why):
+    match = deepspeed.match(user, BF16, {})
+    assert match.preset == "" and match.differences[0].startswith(f"kept as the recipe's own file: {why}")
+    assert match.kept["bf16"] == {"enabled": "auto"} and match.kept["fp16"] == {"enabled": "auto"}
+
+
+def test_a_kept_file_loses_only_what_deepspeed_refuses():
+    user = {"zero_optimization": {"stage": 1, "reduce_bucket_size": 5e8, "typo_key": 1}, "bf16": {"enabled": True},
+            "steps_per_print": 10, "zero_optimisation": {}}
+    kept = deepspeed.keep(user, {"zero_optimization.typo_key": "unknown", "zero_optimisation": "unknown"})
+    assert kept == {"zero_optimization": {"stage": 1, "reduce_bucket_size": 5e8}, "bf16": {"enabled": "auto"},
+                    "steps_per_print": 10, "fp16": {"enabled": "auto"}}
+    assert user["zero_optimization"]["typo_key"] == 1  # the user's data is not touched
+
+
+def test_a_kept_json_is_a_recipe_preset_rendered_validated_and_planned(project, tmp_path):
+    (tmp_path / "train.yaml").write_text(
+        "model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\nstage: sft\ndo_train: true\ndataset: demo_alpaca\n"
+        "template: llama3\nfinetuning_type: lora\nbf16: true\nper_device_train_batch_size: 2\n")
+    (tmp_path / "ds.json").write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        "zero_optimization": {"stage": 1, "reduce_bucket_size": 300000000, "stage3_parition_grads": True},
+        "bf16": {"enabled": True}}))
+    report = importer.run(importer.Request(str(tmp_path / "train.yaml"), "mine", ds=str(tmp_path / "ds.json"),
+                                           arch="gfx942", gpus_per_node="8"))
+    assert report.written == ["recipes/mine.yaml", "recipes/mine.ds.json"]
+    recipe = recipes.load("mine")
+    assert recipe.deepspeed == "mine.ds.json" and recipe.deepspeed_file == str(project / "recipes" / "mine.ds.json")
+    kept = json.loads((project / "recipes" / "mine.ds.json").read_text())
+    assert kept["zero_optimization"] == {"stage": 1, "reduce_bucket_size": 300000000}
+    # rendered and validated like a shipped preset: DeepSpeed's own model and the HF fill against the YAML
+    prep = pipeline.prepare("mine", validate=True)
+    assert json.loads(prep.rendered.ds_config) == kept
+    assert prep.rendered.args["deepspeed"].endswith("/ds_config.json")
+    # the planner models it as the shipped shape it has, with its own bucket size
+    result = plan.check(recipe)
+    assert result.workload.deepspeed == "zero1" and result.workload.ds_reduce_bucket == 3e8
+
+
+def test_a_recipe_naming_a_missing_json_is_refused(project):
+    (project / "recipes" / "orphan.yaml").write_text(
+        "base: _base/lora.yaml\narch: gfx942\ngpus_per_node: 8\ndeepspeed: orphan.ds.json\n"
+        "llamafactory:\n  model_name_or_path: x/y\n  dataset: demo_alpaca\n  template: llama3\n")
+    with pytest.raises(recipes.ProblemReport, match="`orphan.ds.json` not found next to the recipe or in recipes/"):
+        recipes.load("orphan")
