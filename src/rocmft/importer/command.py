@@ -38,7 +38,8 @@ class Launch:
     config_file: str = ""  # the YAML the line trains
     lf_args: dict[str, Any] = field(default_factory=dict)  # arguments the line adds to (or puts in place of) the YAML
     problems: list[Problem] = field(default_factory=list)
-    said: list[str] = field(default_factory=list)  # what was read, for the report
+    said: list[str] = field(default_factory=list)  # the options the process counts came from, for the report
+    ignored: list[str] = field(default_factory=list)  # commands that are not a launch (cd, source, echo ...)
 
 
 def _commands(line: str) -> list[list[str]]:
@@ -178,7 +179,7 @@ def _command(words: list[str], launch: Launch) -> None:
             args = args[2:]
         _script(_launcher_options(args, launch), launch)
         return
-    launch.said.append(f"ignored: `{' '.join(words)}`")
+    launch.ignored.append(" ".join(words))
 
 
 def parse(line: str | None) -> Launch:

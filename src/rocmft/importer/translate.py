@@ -148,6 +148,8 @@ def launch_layout(given: str | None, launch: Launch, lf_args: dict[str, Any], ar
     nodes = launch.nnodes or 1
     if launch.nnodes:
         report.add("translated", f"{launch.nnodes} node(s) in CMD -> nodes: {nodes}")
+    for words in launch.ignored:
+        report.add("dropped", f"`{words}` in CMD (not a training command)")
     if "FORCE_TORCHRUN" in launch.env:
         report.add("dropped", f"FORCE_TORCHRUN={launch.env['FORCE_TORCHRUN']} (rocmft starts torchrun itself whenever "
                               "gpus_per_node x nodes > 1)")

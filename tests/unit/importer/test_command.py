@@ -13,7 +13,7 @@ def test_exports_assignments_comments_and_continued_lines():
     assert launch.env == {"A": "1", "B": "two words", "C": "3", "FORCE_TORCHRUN": "1", "NPROC_PER_NODE": "4", "NNODES": "2"}
     assert (launch.nproc_per_node, launch.nnodes, launch.config_file) == (4, 2, "x.yaml")
     assert launch.lf_args == {"learning_rate": 5e-5, "dataset": "a,b"}
-    assert launch.problems == [] and launch.said == ["ignored: `echo done`"]
+    assert launch.problems == [] and launch.ignored == ["echo done"] and launch.said == []
 
 
 def test_flags_as_hfargumentparser_takes_them():
