@@ -93,14 +93,19 @@ def test_job_env_applies_unset_and_plan():
 
 
 def test_a_gpu_subset_says_how_to_keep_the_recipes_global_batch(tmp_path, monkeypatch):
-    from rocmft import pipeline
+    from rocmft import pipeline, recipes
 
     monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    lf = recipes.load("llama3-8b-z3").llamafactory  # the recipe's own batch, whatever it ships with
+    micro, accum = lf["per_device_train_batch_size"], lf["gradient_accumulation_steps"]
+    written, on_two = micro * accum * 8, micro * accum * 2
     prep = pipeline.prepare("llama3-8b-z3", gpus="2,3", validate=False, env={})
     [warning] = [m for m in prep.messages if m.key == "global batch"]
-    assert warning.severity == "warning" and "shrinks from 128" in warning.message and "to 32" in warning.message
-    assert 'per_device_train_batch_size=4 gradient_accumulation_steps=16' in warning.suggestion
-    kept = pipeline.prepare("llama3-8b-z3", ["gradient_accumulation_steps=16"], gpus="2,3", validate=False, env={})
+    assert warning.severity == "warning" and f"shrinks from {written}" in warning.message
+    assert f"to {on_two}" in warning.message
+    keep = f"gradient_accumulation_steps={accum * 4}"  # 8 GPUs -> 2: four times the accumulation
+    assert f"per_device_train_batch_size={micro} {keep}" in warning.suggestion
+    kept = pipeline.prepare("llama3-8b-z3", [keep], gpus="2,3", validate=False, env={})
     assert not [m for m in kept.messages if m.key == "global batch"]
 
 
