@@ -6,11 +6,12 @@ import json
 import math
 from pathlib import Path
 
-from .. import advice, arches, runs
+from .. import advice, arches, checkpoints, runs
 from . import summary
 from .joblog import failed_ranks
 
 EXIT_DIVERGED = 3
+EXIT_STOPPED = 75  # the worker's: stopped by a signal after saving a checkpoint (rocmft.worker)
 
 
 def _first_bad_step(report: dict) -> int:
@@ -28,7 +29,8 @@ def _first_bad_step(report: dict) -> int:
 def finish(run_dir: Path, code: int, arch_name: str) -> int:
     status = runs.read_status(run_dir)
     if status.get("state") == "interrupted":
-        print(f"[rocmft] interrupted: {runs.relative(run_dir)} marked interrupted", flush=True)
+        for line in stopped_lines(run_dir, status):
+            print(line, flush=True)
         return code
     loss = runs.losses(run_dir)
     final = loss[-1][1] if loss else None
@@ -36,7 +38,8 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     if diverged.is_file():
         report = json.loads(diverged.read_text())
         first_bad = _first_bad_step(report)
-        good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < first_bad]
+        good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < first_bad
+                and checkpoints.problem(c) is None]
         checkpoint = runs.relative(good[-1]) if good else None
         reason = report.get("reason", "diverged")
         runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), reason=reason,
@@ -58,3 +61,21 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     for line in summary.failed_lines(run_dir, code, log, ranks):
         print(line, flush=True)
     return code
+
+
+def stopped_lines(run_dir: Path, status: dict) -> list[str]:
+    """What a stopped run saved and how to go on with it."""
+    rel = runs.relative(run_dir)
+    attempt = (status.get("attempts") or [{}])[-1]
+    why = status.get("signal") or attempt.get("stopped_by") or status.get("reason") or "a stop"
+    at = f" at step {attempt['step']}" if attempt.get("step") is not None else ""
+    if attempt.get("checkpoint"):
+        saved = f"{rel}/output/{attempt['checkpoint']} saved"
+    else:
+        newest, _ = checkpoints.newest_complete(run_dir / "output")
+        saved = "no checkpoint saved" + (f" (the newest complete one: {runs.relative(newest)})" if newest else
+                                         " (stopped before training, or killed before the save)")
+    lines = [f"[rocmft] interrupted by {why}{at}: {saved}"]
+    if attempt.get("checkpoint") or checkpoints.newest_complete(run_dir / "output")[0]:
+        lines.append(f"[rocmft] continue it: make train RECIPE={status.get('recipe', '<recipe>')} RESUME={run_dir.name}")
+    return lines
