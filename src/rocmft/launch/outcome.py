@@ -52,7 +52,7 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     facts = summary.facts(run_dir)
     if code == 0:
         status = runs.mark(run_dir, "succeeded", exit_code=0, **{**facts, "final_loss": final})
-        for line in summary.done_lines(run_dir, status):
+        for line in summary.done_lines(run_dir, status) + attempt_lines(run_dir, status):
             print(line, flush=True)
         return 0
     log = (run_dir / "train.log").read_text(errors="replace") if (run_dir / "train.log").is_file() else ""
@@ -61,6 +61,26 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     for line in summary.failed_lines(run_dir, code, log, ranks):
         print(line, flush=True)
     return code
+
+
+def attempt_lines(run_dir: Path, status: dict) -> list[str]:
+    """How often the run was started again (Slurm requeues, torchrun restarts) and what that cost in steps."""
+    from . import events
+
+    attempts = status.get("attempts") or []
+    restarts = sum(int(a.get("restarts") or 0) for a in attempts)
+    if len(attempts) < 2 and not restarts:
+        return []
+    parts = events.segments(events.read(run_dir))
+    again = 0
+    for before, after in zip(parts, parts[1:]):
+        reached = [int(e["step"]) for e in (*before["steps"], before["stop"], before["end"]) if e and e.get("step") is not None]
+        again += max(0, max(reached, default=0) - int(after["begin"].get("start_step") or 0))
+    how = "; ".join(f"{a['attempt']}: {a.get('how', '?')}" + (f" at step {a['step']}" if a.get("step") is not None else "")
+                    + (f", {a['restarts']} restart(s)" if a.get("restarts") else "") for a in attempts)
+    return [f"[rocmft] attempts   {len(attempts)} ({how})",
+            f"[rocmft] restarts   {len(parts) - 1} start(s) after the first; {again} step(s) trained again "
+            "(done after the checkpoint each resumed from)"]
 
 
 def stopped_lines(run_dir: Path, status: dict) -> list[str]:
