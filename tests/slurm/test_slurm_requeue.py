@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -128,12 +127,14 @@ def test_a_preempted_job_is_requeued_and_finishes_every_step_in_the_same_run_dir
     assert [e["step"] for e in one["steps"]] == list(range(1, k + 1)) and k >= 5
     # 2: resumed from exactly that checkpoint (no step lost), killed without a save after step reached2 or so
     assert two["begin"]["start_step"] == k and two["begin"]["resumed_from"] == f"checkpoint-{k}"
-    assert two["steps"][0]["step"] == k + 1 and two["stop"] is None and two["end"] is None
+    assert two["steps"][0]["step"] == k + 1 and two["end"] is None
     last2 = two["steps"][-1]["step"]
     assert last2 >= reached2
-    # 3: from the newest periodic checkpoint attempt 2 completed, to the end
+    # 3: from the newest checkpoint attempt 2 completed (a periodic one: srun kills its tasks on Slurm's SIGTERM,
+    # so a save on that signal would be luck), to the end
     p = three["begin"]["start_step"]
-    assert p % SAVE == 0 and k < p <= last2 and three["begin"]["resumed_from"] == f"checkpoint-{p}"
+    assert p % SAVE == 0 or (two["stop"] and two["stop"]["step"] == p)
+    assert k < p <= last2 and three["begin"]["resumed_from"] == f"checkpoint-{p}"
     assert [e["step"] for e in three["steps"]] == list(range(p + 1, STEPS + 1))
     lost = last2 - p  # trained again: what attempt 2 did after its last checkpoint
     assert lost < SAVE + 2

@@ -18,7 +18,6 @@ from rocmft import recipes, runs
 from rocmft.launch import events, outcome
 from rocmft.problems import ProblemReport
 
-
 # ---------------------------------------------------------------- the recipe
 
 def test_resilience_defaults_and_the_demo_without_restarts():
@@ -175,8 +174,11 @@ def test_make_runs_notes_attempts_restarts_and_the_saved_checkpoint(run_dir, cap
 
 
 def test_a_stopped_run_says_what_it_saved_and_how_to_go_on(run_dir):
+    from tests.unit.test_checkpoints import fake_checkpoint
+
     runs.mark(run_dir, "running", recipe="tiny")
     _append(run_dir, START1 + START2)
+    fake_checkpoint(run_dir / "output" / "checkpoint-6", 6)
     status = runs.mark(run_dir, "interrupted", exit_code=130, signal="SIGINT")
     assert outcome.stopped_lines(run_dir, status) == [
         f"[rocmft] interrupted by SIGINT at step 6: {run_dir}/output/checkpoint-6 saved",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -73,14 +74,14 @@ def attempt_lines(run_dir: Path, status: dict) -> list[str]:
         return []
     parts = events.segments(events.read(run_dir))
     again = 0
-    for before, after in zip(parts, parts[1:]):
+    for before, after in itertools.pairwise(parts):
         reached = [int(e["step"]) for e in (*before["steps"], before["stop"], before["end"]) if e and e.get("step") is not None]
         again += max(0, max(reached, default=0) - int(after["begin"].get("start_step") or 0))
     how = "; ".join(f"{a['attempt']}: {a.get('how', '?')}" + (f" at step {a['step']}" if a.get("step") is not None else "")
                     + (f", {a['restarts']} restart(s)" if a.get("restarts") else "") for a in attempts)
-    return [f"[rocmft] attempts   {len(attempts)} ({how})",
-            f"[rocmft] restarts   {len(parts) - 1} start(s) after the first; {again} step(s) trained again "
-            "(done after the checkpoint each resumed from)"]
+    again_line = (f"[rocmft] restarts   {len(parts) - 1} start(s) after the first; {again} step(s) trained again "
+                  "(done after the checkpoint each resumed from)")
+    return [f"[rocmft] attempts   {len(attempts)} ({how})", again_line]
 
 
 def stopped_lines(run_dir: Path, status: dict) -> list[str]:
@@ -89,13 +90,13 @@ def stopped_lines(run_dir: Path, status: dict) -> list[str]:
     attempt = (status.get("attempts") or [{}])[-1]
     why = status.get("signal") or attempt.get("stopped_by") or status.get("reason") or "a stop"
     at = f" at step {attempt['step']}" if attempt.get("step") is not None else ""
+    newest, _ = checkpoints.newest_complete(run_dir / "output")
     if attempt.get("checkpoint"):
         saved = f"{rel}/output/{attempt['checkpoint']} saved"
     else:
-        newest, _ = checkpoints.newest_complete(run_dir / "output")
         saved = "no checkpoint saved" + (f" (the newest complete one: {runs.relative(newest)})" if newest else
                                          " (stopped before training, or killed before the save)")
     lines = [f"[rocmft] interrupted by {why}{at}: {saved}"]
-    if attempt.get("checkpoint") or checkpoints.newest_complete(run_dir / "output")[0]:
+    if newest is not None:
         lines.append(f"[rocmft] continue it: make train RECIPE={status.get('recipe', '<recipe>')} RESUME={run_dir.name}")
     return lines

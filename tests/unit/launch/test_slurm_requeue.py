@@ -13,6 +13,7 @@ import pytest
 from rocmft import runs
 from rocmft.launch import events
 from rocmft.launch.slurm import status as book
+from tests.unit.test_checkpoints import fake_checkpoint
 
 
 @pytest.fixture
@@ -31,6 +32,7 @@ def run_dir(tmp_path, monkeypatch):
     (run / "recipe.resolved.yaml").write_text("arch: cpu\nresilience: {max_requeues: 2}\n")
     (run / "train.log").write_text("")
     runs.mark(run, "running", attempt=1, recipe="tiny-cpu", job_id="7")
+    fake_checkpoint(run / "output" / "checkpoint-5", 5)
     with open(events.path(run), "a") as fh:
         fh.write(events.encode({"event": "begin", "time": 1.0, "start_step": 0, "attempt": 1}))
         fh.write(events.encode({"event": "step", "step": 5, "loss": 6.0}))

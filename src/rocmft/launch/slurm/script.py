@@ -29,7 +29,7 @@ from ...arches import Arch
 from ...recipes import Recipe
 from ..outcome import EXIT_STOPPED
 from ..plan import DEVICE_VARS, LaunchPlan
-from .options import SlurmOptions
+from .options import SlurmOptions, warning_seconds
 
 SCRIPT = "sbatch.sh"
 TEMPLATE = "sbatch.sh.j2"
@@ -126,7 +126,7 @@ def directives(recipe: Recipe, arch: Arch, opts: SlurmOptions, run_dir: Path, ro
         lines.append(f"--cpus-per-task={recipe.gpus_per_node}")  # cpu arch: one CPU per training process
     lines.append(f"--time={opts.time}")
     # Requeueable, and warned before the time limit (Slurm may send it up to 60 s earlier than asked).
-    lines += ["--requeue", f"--signal=B:USR1@{recipe.resilience['stop_grace_s']}"]
+    lines += ["--requeue", f"--signal=B:USR1@{warning_seconds(recipe.resilience['stop_grace_s'], opts.time)}"]
     if opts.partition:
         lines.append(f"--partition={opts.partition}")
     if opts.account:
@@ -171,6 +171,6 @@ def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptio
         exports=exports, unset=list(plan.unset_env), secrets_note=secrets_note,
         book=bookkeeping_command(opts, arch, binds, root, python),
         node_cmd_q=shlex.quote(node_command(plan, opts, arch, binds, root)),
-        srun_flags=srun_flags(), grace=recipe.resilience["stop_grace_s"],
+        srun_flags=srun_flags(), grace=warning_seconds(recipe.resilience["stop_grace_s"], opts.time),
         max_requeues=recipe.resilience["max_requeues"], exit_stopped=EXIT_STOPPED,
     )
