@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             print("[rocmft] this run diverged (diverged.json): not training again from its checkpoints", flush=True)
         return EXIT_DIVERGED
     _resume_in_place(train_args, rank0)
+    _load_cpu_indexed_storage()
     from llamafactory.train.tuner import run_exp
 
     from .callbacks.stop import Stopped
@@ -107,6 +108,22 @@ def _resume_in_place(train_args: dict, rank0: bool) -> None:
         train_args["resume_from_checkpoint"] = str(found)
         if rank0:
             print(f"[rocmft] resuming this run from its {found.name}", flush=True)
+
+
+def _load_cpu_indexed_storage() -> None:
+    """Resuming a multi-process CPU run: the Trainer loads optimizer.pt with map_location=args.device, which is
+    `cpu:0` there (transformers Trainer._load_optimizer_and_scheduler), and torch's default_restore_location
+    knows only `cpu`: "don't know how to restore data location ... (tagged with cpu:0)". Teach it `cpu:<N>`
+    through torch's public registry, after every built-in (GPU runs never reach it)."""
+    import torch.serialization
+
+    def tag(_storage):
+        return None
+
+    def restore(storage, location: str):
+        return storage if str(location).startswith("cpu:") else None
+
+    torch.serialization.register_package(99, tag, restore)
 
 
 def _leave_group() -> None:

@@ -184,3 +184,18 @@ def test_a_stopped_run_says_what_it_saved_and_how_to_go_on(run_dir):
         f"[rocmft] interrupted by SIGINT at step 6: {run_dir}/output/checkpoint-6 saved",
         "[rocmft] continue it: make train RECIPE=tiny RESUME=r"]
     json.dumps(status)  # what status.json holds stays plain JSON
+
+
+def test_a_multi_process_cpu_resume_loads_its_optimizer_state():
+    """transformers asks for map_location=`cpu:0` on a multi-process CPU run (its args.device); torch knew only `cpu`."""
+    import io
+
+    import torch
+
+    from rocmft import worker
+
+    saved = io.BytesIO()
+    torch.save({"exp_avg": torch.ones(3)}, saved)
+    worker._load_cpu_indexed_storage()
+    saved.seek(0)
+    assert torch.load(saved, map_location=torch.device("cpu", 0), weights_only=True)["exp_avg"].tolist() == [1.0] * 3
