@@ -52,7 +52,7 @@ def _start(env, name, *overrides) -> subprocess.Popen:
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout=300) -> None:
+def _wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout=900) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any(e["step"] >= step for e in _logged(run)):
@@ -60,6 +60,18 @@ def _wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout=300) ->
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         time.sleep(0.05)
     raise AssertionError(f"step {step} not reached")
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """A test that failed half way leaves no training behind (ranks run in sessions of their own)."""
+    from rocmft.launch.local import _descendants
+
+    if proc.poll() is None:
+        for pid in [proc.pid, *_descendants(proc.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _state(checkpoint: Path) -> dict:
@@ -71,10 +83,13 @@ def stopped(env):
     """A 1-process run stopped by SIGTERM after step 9: (run dir, the launcher's output, its exit code)."""
     run = Path(env["ROCMFT_RUNS"]) / "sigterm"
     launcher = _start(env, run.name)
-    _wait_for_step(run, 9, launcher)
-    sent = time.monotonic()
-    launcher.send_signal(signal.SIGTERM)
-    out, _ = launcher.communicate(timeout=120)
+    try:
+        _wait_for_step(run, 9, launcher)
+        sent = time.monotonic()
+        launcher.send_signal(signal.SIGTERM)
+        out, _ = launcher.communicate(timeout=300)
+    finally:
+        _kill_tree(launcher)
     print(f"SIGTERM -> launcher exit: {time.monotonic() - sent:.1f} s")
     return run, out, launcher.returncode
 
@@ -128,12 +143,14 @@ def test_a_killed_rank_is_restarted_and_the_run_finishes_every_step(env):
 
     run = Path(env["ROCMFT_RUNS"]) / "restarted"
     launcher = _start(env, run.name, "gpus_per_node=2", "resilience.max_restarts=1")
-    _wait_for_step(run, 6, launcher)
-    rank1 = _find_rank(run, "1")
-    os.kill(rank1, signal.SIGKILL)
-    killed_at = time.time()
-    reached = max(e["step"] for e in _logged(run))
-    out, _ = launcher.communicate(timeout=600)
+    try:
+        _wait_for_step(run, 6, launcher)
+        os.kill(_find_rank(run, "1"), signal.SIGKILL)
+        killed_at = time.time()
+        reached = max(e["step"] for e in _logged(run))
+        out, _ = launcher.communicate(timeout=900)
+    finally:
+        _kill_tree(launcher)
     assert launcher.returncode == 0, out[-3000:]
     found = _events(run)
     first, second = events.segments(found)

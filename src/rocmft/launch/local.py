@@ -55,7 +55,14 @@ class _Stopper:
             self._tell(f"{name} again: still waiting for the checkpoint (Ctrl-C stops at once)")
 
     def kill(self) -> None:
-        _send(self.proc.pid, signal.SIGKILL, group=True)
+        """SIGKILL the job's process group and every process under it: torchrun starts each rank in a session of
+        its own (torch/distributed/elastic/multiprocessing/subprocess_handler), out of the group's reach. Only while
+        the job's first process is unreaped: its pid is then still ours, never another's."""
+        if self.proc.poll() is not None:
+            return
+        for pid in [self.proc.pid, *_descendants(self.proc.pid)]:
+            _send(pid, signal.SIGKILL, group=True)
+            _send(pid, signal.SIGKILL, group=False)
 
     def cancel(self) -> None:
         if self._timer is not None:
@@ -65,10 +72,27 @@ class _Stopper:
         threading.Thread(target=self.say, args=(f"[rocmft] {text}",), daemon=True).start()
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc (children first found, then theirs)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += children.get(child, [])
+    return found
+
+
 def _send(pid: int, sig: int, *, group: bool) -> None:
     try:
         os.killpg(pid, sig) if group else os.kill(pid, sig)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
 
 
@@ -94,8 +118,7 @@ def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False, verbose: bool =
         stopper.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
-        if stopper.signals or proc.poll() is None:
-            stopper.kill()  # ranks that outlived torchrun, if any
+        stopper.kill()  # a job still running here is being abandoned (an error in this process)
     if stopper.signals and code != 0:
         first = stopper.signals[0]
         runs.mark(run_dir, "interrupted", exit_code=128 + first, signal=signal.Signals(first).name)

@@ -7,13 +7,15 @@ training itself is tests/train/test_faults_cpu.py.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
 
 from rocmft.launch import local
 
-JOB = 'trap "echo asked to save" TERM; sleep 600 & wait; while :; do sleep 0.05; done'
+# A rank of its own session, as torchrun starts them: out of reach of a signal to the job's group.
+JOB = 'trap "echo asked to save" TERM; setsid sleep 600 & echo "rank $!"; while :; do sleep 0.05; done'
 
 
 def job() -> subprocess.Popen:
@@ -35,8 +37,16 @@ def stopper(proc, grace_s=60.0):
     return s, said
 
 
+def alive(pid: int) -> bool:
+    try:
+        return "Z" not in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+
+
 def test_a_second_ctrl_c_kills_at_once_a_second_sigterm_waits():
     proc = job()
+    rank = int(proc.stdout.readline().split()[1])
     try:
         stop, said = stopper(proc)
         time.sleep(0.3)  # bash has set its trap
@@ -46,6 +56,8 @@ def test_a_second_ctrl_c_kills_at_once_a_second_sigterm_waits():
         assert not gone(proc, 0.5)
         stop(signal.SIGINT, None)
         assert gone(proc, 5) and proc.returncode == -signal.SIGKILL
+        time.sleep(0.2)
+        assert not alive(rank)  # the rank in its own session too
         assert proc.stdout.read().splitlines() == ["asked to save"]  # one SIGTERM, to the job's first process only
         time.sleep(0.2)  # messages are printed from a thread
         assert said[0].startswith("[rocmft] SIGINT: the job finishes its optimizer step and saves a checkpoint (up to 60 s")
@@ -53,6 +65,8 @@ def test_a_second_ctrl_c_kills_at_once_a_second_sigterm_waits():
         assert said[2].startswith("[rocmft] Ctrl-C again: stopped at once")
     finally:
         proc.kill()
+        if alive(rank):
+            os.kill(rank, signal.SIGKILL)
 
 
 def test_the_grace_period_ends_in_sigkill():
