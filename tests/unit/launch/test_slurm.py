@@ -112,8 +112,9 @@ apptainer exec --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif p
 # checkpoint in the run dir and exit. The bookkeeping after srun then requeues the job (`scontrol requeue
 # $SLURM_JOB_ID`, at most 3 times); the next attempt resumes from the newest complete checkpoint
 # in this same run dir. SIGTERM (preemption without that notice, scancel, the time limit itself) is only
-# recorded: srun turns it into a kill of its tasks, Slurm requeues the job itself if it preempted it, and the
-# next attempt resumes from the last periodic checkpoint (save_steps).
+# recorded: it reaches the ranks too, but srun turns it into a kill of its tasks, so they seldom get to save;
+# Slurm requeues the job itself if it preempted it, and the next attempt resumes from the newest complete
+# checkpoint (a periodic one, save_steps).
 stop_signal= srun_pid=
 on_stop() {
   [[ -n $stop_signal ]] && return
