@@ -85,12 +85,14 @@ def stopped(env):
     launcher = _start(env, run.name)
     try:
         _wait_for_step(run, 9, launcher)
-        sent = time.monotonic()
+        sent, sent_at = time.monotonic(), time.time()
         launcher.send_signal(signal.SIGTERM)
         out, _ = launcher.communicate(timeout=300)
     finally:
         _kill_tree(launcher)
-    print(f"SIGTERM -> launcher exit: {time.monotonic() - sent:.1f} s")
+    stop = next((e for e in _events(run) if e["event"] == "stop"), {})
+    print(f"SIGTERM after step {max(e['step'] for e in _logged(run))}: checkpoint-{stop.get('step')} saved "
+          f"{stop.get('time', sent_at) - sent_at:.1f} s later, launcher exit {time.monotonic() - sent:.1f} s later")
     return run, out, launcher.returncode
 
 
@@ -124,6 +126,7 @@ def test_a_cut_newest_checkpoint_is_skipped_and_the_one_before_resumed(env, stop
     adapter = newest / "adapter_model.safetensors"
     adapter.write_bytes(adapter.read_bytes()[:1000])  # a node died while writing it
     before = max(s for s, _ in checkpoints.listed(run / "output") if s < step)
+    launched = time.time()
     proc = rocmft("train", "tiny-cpu", "--runtime", "local", "--run-name", "resumed", "--no-plan", "--resume", run.name,
                   f"max_steps={STEPS}", f"save_steps={SAVE}", env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -136,6 +139,8 @@ def test_a_cut_newest_checkpoint_is_skipped_and_the_one_before_resumed(env, stop
     assert _state(resumed / "output" / f"checkpoint-{STEPS}")["global_step"] == STEPS
     original = {e["step"]: e["loss"] for e in _logged(run)}
     assert logged[0]["loss"] == pytest.approx(original[before + 1], rel=1e-5)  # the same step, the same loss
+    print(f"checkpoint-{step} cut: resumed from checkpoint-{before} ({step - before} step(s) trained again), "
+          f"first step {logged[0]['time'] - launched:.1f} s after RESUME was launched")
 
 
 def test_a_killed_rank_is_restarted_and_the_run_finishes_every_step(env):
