@@ -55,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args(argv)
     run_dir = Path(args.run_dir)
-    from omegaconf import (
-        OmegaConf,  # how llamafactory-cli reads the YAML, so both read it the same way
-    )
+    from omegaconf import OmegaConf  # how llamafactory-cli reads the YAML, so both read it the same way
 
     train_args = OmegaConf.to_container(OmegaConf.load(run_dir / "train.yaml"))
     # The loss plot is drawn from our events (plot_losses), without LLaMA-Factory's warnings about eval

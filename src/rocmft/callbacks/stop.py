@@ -111,4 +111,3 @@ def _barrier() -> None:
     dist = _distributed()
     if dist is not None:
         dist.barrier()
-

@@ -6,7 +6,7 @@ project's lines (progress.Watch), or everything with `verbose`.
 A stop saves first: Ctrl-C or SIGTERM sends SIGTERM to the job's first process (torchrun, which passes it to
 every rank, or the only process), which finishes its optimizer step and saves a checkpoint
 (callbacks/stop.py); the run is marked interrupted with that checkpoint. The job gets the recipe's
-`resilience.stop_grace_s` for it, then the whole process group is killed (no orphans). A second Ctrl-C kills
+`resilience.stop_grace_s` for it, then torchrun and every rank are killed (no orphans). A second Ctrl-C kills
 it at once; a second SIGTERM (a service manager repeating itself) waits for the save.
 """
 
@@ -23,8 +23,6 @@ from pathlib import Path
 from .. import paths, runs
 from .plan import LaunchPlan, job_env
 from .progress import Watch
-
-TORCHRUN_MARGIN_S = 15  # torchrun's own wait (the same grace) ends first; then it needs a moment to exit
 
 
 class _Stopper:
@@ -103,7 +101,7 @@ def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False, verbose: bool =
 
     proc = subprocess.Popen(plan.argv, cwd=paths.root(), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
-    stopper = _Stopper(proc, plan.stop_grace_s + (TORCHRUN_MARGIN_S if plan.distributed else 0))
+    stopper = _Stopper(proc, plan.stop_timeout_s)
     previous = {s: signal.signal(s, stopper) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with open(log_path, "ab") as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:

@@ -60,6 +60,12 @@ class LaunchPlan:
     def world_size(self) -> int:
         return self.nproc_per_node * self.nnodes
 
+    @property
+    def stop_timeout_s(self) -> int:
+        """How long a runtime waits after its stop signal before it kills the job: the grace, plus a moment for
+        torchrun, whose own wait for the ranks ends first, to exit."""
+        return self.stop_grace_s + (15 if self.distributed else 0)
+
     def to_json(self) -> str:
         data = asdict(self)
         data["env"] = dict(sorted(self.env.items()))

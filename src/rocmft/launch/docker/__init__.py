@@ -84,11 +84,8 @@ def launch(prep, args) -> int:
     gpus = ", ".join(d for d in spec.devices if d != KFD) or "none"
     print(f"[rocmft] container: {spec.name} as {spec.user}, devices: {gpus}", flush=True)
     print(f"[rocmft] command: {' '.join(spec.command)}", flush=True)
-    from ..local import TORCHRUN_MARGIN_S
-
     code = run_container(client, spec, run_dir, quiet=getattr(args, "quiet", False),
-                         verbose=getattr(args, "verbose", False),
-                         stop_timeout=plan.stop_grace_s + (TORCHRUN_MARGIN_S if plan.distributed else 0))
+                         verbose=getattr(args, "verbose", False), stop_timeout=plan.stop_timeout_s)
     return finish(run_dir, code, prep.recipe.arch)
 
 
