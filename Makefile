@@ -50,6 +50,7 @@ RUN     ?=
 RUN_NAME ?=
 FORCE   ?=
 TO      ?=
+MAX_RESTARTS ?=
 
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -59,7 +60,8 @@ export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 
 TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--nodes,$(NODES)) \
               $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--run-name,$(RUN_NAME)) \
-              $(if $(call is_set,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF))
+              $(if $(call is_set,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF)) \
+              $(call opt,--max-restarts,$(MAX_RESTARTS))
 
 .PHONY: help host setup
 help: ## list the targets (this screen)

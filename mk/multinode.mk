@@ -16,6 +16,7 @@ CONTAINER_IMAGE ?=
 K8S_NAMESPACE   ?=
 K8S_PVC         ?=
 K8S_SECRET      ?=
+MAX_REQUEUES    ?=
 
 # Appended by mk/train.mk to `rocmft train`; empty variables add nothing, so the CLI's defaults apply.
 MULTINODE_FLAGS = $(call opt,--partition,$(PARTITION)) $(call opt,--account,$(ACCOUNT)) \
@@ -24,6 +25,7 @@ MULTINODE_FLAGS = $(call opt,--partition,$(PARTITION)) $(call opt,--account,$(AC
                   $(call opt,--container-image,$(CONTAINER_IMAGE)) \
                   $(call opt,--k8s-namespace,$(K8S_NAMESPACE)) $(call opt,--k8s-pvc,$(K8S_PVC)) \
                   $(call opt,--k8s-secret,$(K8S_SECRET)) \
+                  $(call opt,--max-requeues,$(MAX_REQUEUES)) \
                   $(if $(filter 0 no false,$(SUBMIT)),--no-submit) \
                   $(if $(call is_set,$(WAIT)),--wait)
 

@@ -69,13 +69,14 @@ def prepare(
     recipe = recipes.load(recipe_spec, overrides)
     arch_info = arches.get(recipe.arch, file=recipe.path)
     selected = explicit or (launch_plan.devices_from_env(env) if arch_info.is_gpu else None)
-    resume_from = None
+    resume_from, skipped = None, []
     if resume:
-        resume_from = runs.relative(runs.resume_checkpoint(resume, recipe.name))
+        checkpoint, skipped = runs.resume_checkpoint(resume, recipe.name)
+        resume_from = runs.relative(checkpoint)
     # A world size other than the recipe file's (GPUS=, NODES=, SET=gpus_per_node) changes its global batch;
     # a checkpoint written by another number of DeepSpeed ranks does not load.
     written = recipes.load(recipe_spec)
-    early = layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
+    early = skipped + layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
     early += layout.resume_problems(recipe, resume_from, paths.root())
     run_dir = runs.choose(recipe.name, run_name)
     run_path = runs.relative(run_dir)

@@ -23,9 +23,13 @@ DEEPSPEED_PRESETS = ("none", "zero0", "zero2", "zero3", "zero3-offload-optimizer
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 PROJECT_KEYS = (
     "base", "description", "arch", "gpus_per_node", "nodes", "deepspeed", "precision",
-    "watchdog", "env", "plan", "llamafactory",
+    "watchdog", "resilience", "env", "plan", "llamafactory",
 )
 WATCHDOG_KEYS = ("enabled", "grad_norm_max", "grad_norm_patience", "loss_rise_factor", "min_steps")
+# What a stop, a preemption or a lost process does (docs/multinode.md): each key, its least and greatest value.
+# 65535: the most seconds Slurm's --signal=<sig>@<seconds> takes.
+RESILIENCE_KEYS = {"stop_grace_s": (10, 65535), "max_restarts": (0, 100), "max_requeues": (0, 1000)}
+RESILIENCE_DEFAULTS = {"stop_grace_s": 300, "max_restarts": 0, "max_requeues": 3}
 # Environment variables that carry credentials: passed from the user's shell at launch, never stored.
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "MODELSCOPE_API_TOKEN")
 
@@ -55,6 +59,7 @@ class Recipe:
     precision: str
     description: str = ""
     watchdog: Mapping[str, Any] | None = None
+    resilience: Mapping[str, int] = field(default_factory=lambda: dict(RESILIENCE_DEFAULTS))
     env: Mapping[str, str] = field(default_factory=dict)
     plan: Mapping[str, Any] = field(default_factory=dict)
     llamafactory: Mapping[str, Any] = field(default_factory=dict)
@@ -74,6 +79,7 @@ class Recipe:
             "deepspeed": self.deepspeed,
             "precision": self.precision,
             "watchdog": copy.deepcopy(dict(self.watchdog)) if self.watchdog is not None else False,
+            "resilience": dict(self.resilience),
             "env": dict(self.env),
             "plan": copy.deepcopy(dict(self.plan)),
             "llamafactory": copy.deepcopy(dict(self.llamafactory)),
@@ -223,6 +229,7 @@ def check(data: dict[str, Any], file: str) -> list[Problem]:
                                         did_you_mean(key, WATCHDOG_KEYS) or f"known: {', '.join(WATCHDOG_KEYS)}"))
     elif not isinstance(watchdog, bool):
         problems.append(Problem(file, "watchdog", "must be true, false or a mapping of thresholds"))
+    problems += _resilience_problems(data.get("resilience", {}), file)
     env = data.get("env") or {}
     if not isinstance(env, dict):
         problems.append(Problem(file, "env", "must be a mapping NAME: value"))
@@ -238,6 +245,21 @@ def check(data: dict[str, Any], file: str) -> list[Problem]:
         for key, instead in RESERVED_LF_KEYS.items():
             if key in lf:
                 problems.append(Problem(file, f"llamafactory.{key}", "not set in a recipe", instead))
+    return problems
+
+
+def _resilience_problems(value: Any, file: str) -> list[Problem]:
+    if not isinstance(value, dict):
+        return [Problem(file, "resilience", "must be a mapping", f"keys: {', '.join(RESILIENCE_KEYS)}")]
+    problems = []
+    for key, setting in value.items():
+        if key not in RESILIENCE_KEYS:
+            problems.append(Problem(file, f"resilience.{key}", "unknown setting",
+                                    did_you_mean(key, RESILIENCE_KEYS) or f"known: {', '.join(RESILIENCE_KEYS)}"))
+            continue
+        low, high = RESILIENCE_KEYS[key]
+        if isinstance(setting, bool) or not isinstance(setting, int) or not low <= setting <= high:
+            problems.append(Problem(file, f"resilience.{key}", f"must be a whole number from {low} to {high}, got {setting!r}"))
     return problems
 
 
@@ -267,6 +289,7 @@ def load(name_or_path: str, overrides: Iterable[str] = ()) -> Recipe:
         precision=data.get("precision", "auto"),
         description=str(data.get("description") or header_comment(path)).strip(),
         watchdog=_watchdog(data.get("watchdog", True)),
+        resilience={**RESILIENCE_DEFAULTS, **(data.get("resilience") or {})},
         env={k: str(v) for k, v in (data.get("env") or {}).items()},
         plan=dict(data.get("plan") or {}),
         llamafactory=dict(data["llamafactory"]),

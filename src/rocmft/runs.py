@@ -4,7 +4,9 @@ Layout of runs/<name>/:
   recipe.resolved.yaml  train.yaml  ds_config.json   what was asked, fully resolved, and what LLaMA-Factory read
   plan.json             argv, env (secrets by name only), cwd, mounts, devices, runtime, image
   versions.json         rocmft + git commit, Python, and the training stack's versions
-  status.json           running | succeeded | failed | interrupted | diverged, exit code, times
+  status.json           running | requeued | succeeded | failed | interrupted | diverged, exit code, times,
+                        and each attempt (a Slurm requeue is the next one): start, end, how it ended, the
+                        steps it trained, torchrun's restarts in it, nodes
   progress.jsonl        the job's progress events, one per logged step (launch/events.py): what the terminal,
                         the summary and this listing read
   train.log             everything the job printed
@@ -29,7 +31,7 @@ import yaml
 from . import __version__, paths
 from .problems import Problem, ProblemReport
 
-STATES = ("rendered", "running", "succeeded", "failed", "interrupted", "diverged")
+STATES = ("rendered", "running", "requeued", "succeeded", "failed", "interrupted", "diverged")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -123,18 +125,50 @@ def read_status(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def mark(run_dir: Path, state: str, **fields: Any) -> dict[str, Any]:
+def mark(run_dir: Path, state: str, *, attempt: int | None = None, **fields: Any) -> dict[str, Any]:
+    """Record the run's state. `running` opens an attempt (`attempt`: its number, default the next one),
+    every later state closes it with what the job's events say it did."""
     assert state in STATES, state
     status = read_status(run_dir)
     status.update(fields)
     status["state"] = state
     now = time.time()
+    attempts = status.setdefault("attempts", [])
     if state == "running":
         status.setdefault("started", now)
+        for stale in ("ended", "exit_code", "reason", "signal"):  # the previous attempt's, kept in `attempts`
+            if stale not in fields:
+                status.pop(stale, None)
+        if attempts and "ended" not in attempts[-1]:
+            _close(run_dir, attempts[-1], now, "ended without a record (killed, or requeued by Slurm)")
+        keep = ("host", "job_id", "nodelist")
+        attempts.append({"attempt": attempt or len(attempts) + 1, "started": now,
+                         **{k: fields[k] for k in keep if fields.get(k)}})
     elif state != "rendered":
         status["ended"] = now
+        if attempts:
+            reason = fields.get("reason") or fields.get("signal")
+            _close(run_dir, attempts[-1], now, state if not reason else f"{state}: {reason}", fields.get("exit_code"))
     write_json(run_dir / "status.json", status)
     return status
+
+
+def _close(run_dir: Path, attempt: dict[str, Any], now: float, how: str, code: int | None = None) -> None:
+    """Fill an attempt's end from the job's events: the steps it trained, restarts, the checkpoint it stopped at."""
+    from .launch import events
+
+    attempt.setdefault("ended", now)
+    attempt["how"] = how
+    if code is not None:
+        attempt["exit_code"] = code
+    parts = [p for p in events.segments(events.read(run_dir)) if int(p["begin"].get("attempt") or 1) == attempt["attempt"]]
+    if not parts:
+        return
+    reached = [int(e["step"]) for p in parts for e in (*p["steps"], p["stop"], p["end"]) if e and e.get("step") is not None]
+    attempt.update(start_step=int(parts[0]["begin"].get("start_step") or 0), step=max(reached, default=None),
+                   restarts=len(parts) - 1)
+    if parts[-1]["stop"]:
+        attempt.update(stopped_by=parts[-1]["stop"].get("signal"), checkpoint=parts[-1]["stop"].get("checkpoint"))
 
 
 # ---------------------------------------------------------------- listing, losses, checkpoints
@@ -160,12 +194,9 @@ def losses(run_dir: Path) -> list[tuple[int, float]]:
 
 
 def checkpoints(run_dir: Path) -> list[Path]:
-    found = []
-    for path in (run_dir / "output").glob("checkpoint-*"):
-        suffix = path.name.split("-", 1)[1]
-        if path.is_dir() and suffix.isdigit():
-            found.append((int(suffix), path))
-    return [p for _, p in sorted(found)]
+    from .checkpoints import listed
+
+    return [p for _, p in listed(run_dir / "output")]
 
 
 @dataclass(frozen=True)
@@ -232,13 +263,18 @@ def find(spec: str, recipe_name: str | None = None) -> Path:
     raise ProblemReport([Problem("", "RUN", f"`{spec}` is not a run directory (no train.yaml)", "see `make runs`")])
 
 
-def resume_checkpoint(spec: str, recipe_name: str) -> Path:
+def resume_checkpoint(spec: str, recipe_name: str) -> tuple[Path, list[Problem]]:
+    """RESUME=: the run's newest complete checkpoint, and a warning for each newer one that is not."""
+    from .checkpoints import newest_complete
+
     run_dir = find(spec, recipe_name)
-    found = checkpoints(run_dir)
-    if not found:
-        raise ProblemReport([Problem("", "RESUME", f"{relative(run_dir)} has no checkpoint to resume from",
-                                     "checkpoints are written every `save_steps` steps into output/checkpoint-N")])
-    return found[-1]
+    found, skipped = newest_complete(run_dir / "output")
+    warnings = [Problem("", "RESUME", f"{relative(s.path)} is incomplete ({s.why}): skipped", severity="warning")
+                for s in skipped]
+    if found is None:
+        raise ProblemReport(warnings + [Problem("", "RESUME", f"{relative(run_dir)} has no complete checkpoint to resume from",
+                                                "checkpoints are written every `save_steps` steps into output/checkpoint-N")])
+    return found, warnings
 
 
 def utc_iso(ts: float | None) -> str:

@@ -1,7 +1,13 @@
 """What runs in each training process: LLaMA-Factory's run_exp on the run's train.yaml, plus our callbacks.
 
 Kept small on purpose: everything decidable before launch was decided on the host. The exit code is the
-launcher's signal: 0 done, 3 diverged (diverged.json written), anything else a failure.
+launcher's signal: 0 done, 3 diverged (diverged.json written), 75 stopped by a signal after saving a
+checkpoint (callbacks/stop.py; EX_TEMPFAIL of sysexits.h: try again later), anything else a failure.
+
+A run whose output/ already holds checkpoints of its own is being started again (torchrun restarted its
+ranks, Slurm requeued it): it resumes from its newest COMPLETE checkpoint (rocmft.checkpoints). Incomplete
+ones are renamed checkpoint-N.incomplete with a warning, so that neither LLaMA-Factory (which resumes
+from the highest number, complete or not) nor a later listing takes them.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ from pathlib import Path
 import yaml
 
 EXIT_DIVERGED = 3
+EXIT_STOPPED = 75
 
 
 def _callbacks(run_dir: Path, train_args: dict) -> list:
     from .callbacks.progress import ProgressCallback
+    from .callbacks.stop import StopOnSignalCallback
 
     # First, so a step the watchdog stops the run at is still reported.
     callbacks = [ProgressCallback(run_dir)]
@@ -30,6 +38,7 @@ def _callbacks(run_dir: Path, train_args: dict) -> list:
         context = {"precision": "bf16" if train_args.get("bf16") else "fp16" if train_args.get("fp16") else "fp32",
                    "arch": recipe.get("arch"), "recipe_learning_rate": train_args.get("learning_rate")}
         callbacks.append(WatchdogCallback(watchdog if isinstance(watchdog, dict) else {}, run_dir, context))
+    callbacks.append(StopOnSignalCallback(run_dir))
     if train_args.get("resume_from_checkpoint"):
         from .callbacks.resume_lr import ResumeLearningRateCallback
 
@@ -53,30 +62,76 @@ def main(argv: list[str] | None = None) -> int:
     # metrics a train-only run never has; `plot_loss: false` in the recipe still means no plot.
     wants_plot = train_args.get("plot_loss", True) is not False
     train_args["plot_loss"] = False
+    rank0 = os.environ.get("RANK", "0") == "0"
+    if (run_dir / "diverged.json").is_file():  # torchrun restarted the ranks of a diverged run
+        if rank0:
+            print("[rocmft] this run diverged (diverged.json): not training again from its checkpoints", flush=True)
+        return EXIT_DIVERGED
+    _resume_in_place(train_args, rank0)
+    _load_cpu_indexed_storage()
     from llamafactory.train.tuner import run_exp
 
+    from .callbacks.stop import Stopped
     from .callbacks.watchdog import Diverged
 
     try:
         run_exp(args=train_args, callbacks=_callbacks(run_dir, train_args))
     except Diverged as exc:
         _plot(run_dir, train_args, wants_plot)
-        rank = os.environ.get("RANK", "0")
-        if rank == "0":
+        if rank0:
             print(f"[rocmft] watchdog stopped the run: {exc.cause} (details: {run_dir}/diverged.json)", flush=True)
-        try:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
-        except Exception:
-            pass
+        _leave_group()
         return EXIT_DIVERGED
+    except Stopped:
+        _plot(run_dir, train_args, wants_plot)
+        _leave_group()
+        return EXIT_STOPPED
     except BaseException:
         _plot(run_dir, train_args, wants_plot)  # a run that failed after logging still gets its curve
         raise
     _plot(run_dir, train_args, wants_plot)
     return 0
+
+
+def _resume_in_place(train_args: dict, rank0: bool) -> None:
+    from . import checkpoints
+
+    found, skipped = checkpoints.newest_complete(Path(train_args["output_dir"]))
+    for item in skipped:
+        aside = checkpoints.set_aside(item.path)  # every rank tries; the first rename wins
+        if rank0:
+            kept = f", kept as {aside.name}" if aside else ""
+            print(f"[rocmft] warning: {item.line()}{kept}", flush=True)
+    if found is not None:
+        train_args["resume_from_checkpoint"] = str(found)
+        if rank0:
+            print(f"[rocmft] resuming this run from its {found.name}", flush=True)
+
+
+def _load_cpu_indexed_storage() -> None:
+    """Resuming a multi-process CPU run: the Trainer loads optimizer.pt with map_location=args.device, which is
+    `cpu:0` there (transformers Trainer._load_optimizer_and_scheduler), and torch's default_restore_location
+    knows only `cpu`: "don't know how to restore data location ... (tagged with cpu:0)". Teach it `cpu:<N>`
+    through torch's public registry, after every built-in (GPU runs never reach it)."""
+    import torch.serialization
+
+    def tag(_storage):
+        return None
+
+    def restore(storage, location: str):
+        return storage if str(location).startswith("cpu:") else None
+
+    torch.serialization.register_package(99, tag, restore)
+
+
+def _leave_group() -> None:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - leaving quietly; the exit code says how the run ended
+        pass
 
 
 def _plot(run_dir: Path, train_args: dict, wanted: bool) -> None:

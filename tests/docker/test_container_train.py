@@ -205,7 +205,7 @@ def test_ctrl_c_stops_and_removes_the_container(client, cpu_image, tiny_model, t
     assert code == 130, log.read_text()[-3000:]
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "interrupted" and status["signal"] == "SIGINT"
-    assert "marked interrupted" in log.read_text()
+    assert "[rocmft] interrupted by SIGINT" in log.read_text()
     print(f"container gone {gone_after:.1f} s after SIGINT")
 
 

@@ -104,6 +104,10 @@ def test_a_failing_job_reports_its_exit_code_and_message(cluster, tmp_path, tiny
     assert re.search(r"\[rocmft\] node n[12] \(task [01]\) exited with code 1", out), out[-3000:]
     status = _status(tmp_path / "runs" / "slurm-fails")
     assert status["state"] == "failed" and status["exit_code"] == 1
+    # a real error is never requeued, although the job is requeueable (#SBATCH --requeue)
+    assert "#SBATCH --requeue" in (tmp_path / "runs" / "slurm-fails" / "sbatch.sh").read_text()
+    assert [a["attempt"] for a in status["attempts"]] == [1] and status["attempts"][0]["how"] == "failed"
+    assert "requeue" not in (tmp_path / "runs" / "slurm-fails" / "train.log").read_text(errors="replace")
 
 
 def test_container_docker_on_two_nodes_with_the_cpu_image(cluster, tmp_path, tiny_model):

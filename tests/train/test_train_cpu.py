@@ -206,7 +206,7 @@ def _start(env, name, *overrides):
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for_training(run: Path, timeout=180):
+def _wait_for_training(run: Path, timeout=600):  # a loaded 2-core machine takes minutes to start 2 ranks
     deadline = time.time() + timeout
     while time.time() < deadline:
         log = run / "output" / "trainer_log.jsonl"
@@ -216,18 +216,37 @@ def _wait_for_training(run: Path, timeout=180):
     raise AssertionError("training did not start")
 
 
-def test_ctrl_c_stops_every_process_and_marks_interrupted(env):
+def test_ctrl_c_saves_a_checkpoint_then_stops_every_process_and_marks_interrupted(env):
+    """Both ranks agree on the step to stop at (one all_reduce per step), save it, and exit; nothing is orphaned."""
+    from rocmft import checkpoints
+    from rocmft.launch import events
+
     launcher = _start(env, "interrupted", "gpus_per_node=2")
     run = runs_dir(env) / "interrupted"
-    _wait_for_training(run)
-    tree = _children(launcher.pid)
-    assert len(tree) >= 3  # torchrun + 2 ranks
-    launcher.send_signal(signal.SIGINT)
-    assert launcher.wait(timeout=30) == 130
+    try:
+        _wait_for_training(run)
+        tree = _children(launcher.pid)
+        assert len(tree) >= 3  # torchrun + 2 ranks
+        launcher.send_signal(signal.SIGINT)
+        out, _ = launcher.communicate(timeout=300)
+    finally:
+        if launcher.poll() is None:  # the test failed half way: leave no training behind
+            for pid in [launcher.pid, *_children(launcher.pid)]:
+                os.kill(pid, signal.SIGKILL)
+    assert launcher.returncode == 130, out[-3000:]
     time.sleep(1)
     alive = [p for p in tree if Path(f"/proc/{p}").exists() and "zombie" not in Path(f"/proc/{p}/status").read_text()]
     assert alive == [], "orphaned processes"
-    assert json.loads((run / "status.json").read_text())["state"] == "interrupted"
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "interrupted" and status["signal"] == "SIGINT"
+    [stop] = [e for e in events.read(run) if e["event"] == "stop"]
+    step = stop["step"]
+    assert [e["step"] for e in events.steps(events.read(run))][-1] == step  # nothing trained past the save
+    checkpoint = run / "output" / f"checkpoint-{step}"
+    assert checkpoints.problem(checkpoint) is None
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["global_step"] == step
+    assert status["attempts"][-1]["checkpoint"] == checkpoint.name
+    assert f"interrupted by SIGINT at step {step}: {checkpoint} saved" in out
 
 
 def test_a_killed_rank_fails_the_job_naming_the_rank(env):

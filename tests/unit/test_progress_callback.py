@@ -70,4 +70,4 @@ def test_the_worker_registers_progress_first(tmp_path, monkeypatch):
     monkeypatch.delenv("ROCMFT_METRICS", raising=False)
     (tmp_path / "recipe.resolved.yaml").write_text("watchdog: {}\n")
     names = [type(c).__name__ for c in worker._callbacks(tmp_path, {})]
-    assert names == ["ProgressCallback", "WatchdogCallback"]  # a step the watchdog stops at is still reported
+    assert names == ["ProgressCallback", "WatchdogCallback", "StopOnSignalCallback"]  # a step the watchdog stops at is still reported

@@ -4,6 +4,7 @@ import pytest
 
 from rocmft import runs
 from rocmft.problems import ProblemReport
+from tests.unit.test_checkpoints import fake_checkpoint
 
 
 @pytest.fixture(autouse=True)
@@ -33,10 +34,11 @@ def test_resume_needs_a_checkpoint(runs_dir):
     (run / "train.yaml").write_text("x: 1\n")
     with pytest.raises(ProblemReport) as exc:
         runs.resume_checkpoint("r1", "tiny")
-    assert "has no checkpoint" in str(exc.value)
+    assert "has no complete checkpoint" in str(exc.value)
     for n in (6, 12):
-        (run / "output" / f"checkpoint-{n}").mkdir(parents=True)
-    assert runs.resume_checkpoint("r1", "tiny").name == "checkpoint-12"
+        fake_checkpoint(run / "output" / f"checkpoint-{n}", n)
+    found, skipped = runs.resume_checkpoint("r1", "tiny")
+    assert found.name == "checkpoint-12" and skipped == []
     with pytest.raises(ProblemReport):
         runs.find("no-such-run")
 

@@ -17,6 +17,8 @@ login node over NFS) sees whole lines as soon as they are written.
 from __future__ import annotations
 
 import math
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -59,8 +61,15 @@ class ProgressCallback(TrainerCallback):
         self._start_step = int(state.global_step or 0)
         self._world = int(getattr(args, "world_size", 1) or 1)
         self._last = (self._began, int(state.num_input_tokens_seen or 0))
+        resumed = getattr(args, "resume_from_checkpoint", None)
         self._write(state, {"event": "begin", "time": self._began, "max_steps": int(state.max_steps or 0),
-                            "start_step": self._start_step, "world_size": self._world})
+                            "start_step": self._start_step, "world_size": self._world,
+                            "resumed_from": Path(resumed).name if resumed and self._start_step else None,
+                            # which start of the run: the launcher's attempt (a Slurm requeue is the next
+                            # one) and torchrun's restarts within it
+                            "attempt": int(os.environ.get("ROCMFT_ATTEMPT") or 1),
+                            "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0),
+                            "host": socket.gethostname()})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}

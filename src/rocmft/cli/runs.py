@@ -1,5 +1,5 @@
 """`rocmft runs`: every run with its status, steps, final loss, tokens/s per GPU and duration (from the runs'
-progress events); containers a crashed launcher left."""
+progress events), its attempts (Slurm requeues) and torchrun restarts; containers a crashed launcher left."""
 
 from __future__ import annotations
 
@@ -40,6 +40,18 @@ def _containers():
     return left, active, ""
 
 
+def _attempts_note(status: dict) -> list[str]:
+    attempts = status.get("attempts") or []
+    restarts = sum(int(a.get("restarts") or 0) for a in attempts)
+    note = [f"{len(attempts)} attempts"] if len(attempts) > 1 else []
+    if restarts:
+        note.append(f"{restarts} restart{'s' if restarts != 1 else ''}")
+    last = attempts[-1] if attempts else {}
+    if status.get("state") in ("interrupted", "requeued") and last.get("checkpoint"):
+        note.append(f"saved {last['checkpoint']}")
+    return note
+
+
 def run(args) -> int:
     from .. import runs
 
@@ -62,6 +74,9 @@ def run(args) -> int:
             extra.append(status["signal"])
         elif info.state == "interrupted" and status.get("state") == "running":
             extra.append("launcher gone")
+        elif info.state == "requeued":
+            extra.append(f"slurm job {status.get('job_id', '?')} waits for its next attempt")
+        extra += _attempts_note(status)
         if path in active:
             extra.append(f"in container {active[path]}")
         if path in left_by_run:

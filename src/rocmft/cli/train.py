@@ -29,6 +29,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--arch", default=None, help="override the recipe's arch")
     parser.add_argument("--resume", default=None, help="a run dir or `last`: continue from its newest checkpoint")
     parser.add_argument("--run-name", default=None, help="name the run dir (refused if it exists)")
+    parser.add_argument("--max-restarts", dest="max_restarts", default=None,
+                        help="torchrun restarts when a process dies, each resuming from the newest complete checkpoint "
+                             "(MAX_RESTARTS=; the recipe's resilience.max_restarts)")
+    parser.add_argument("--max-requeues", dest="max_requeues", default=None,
+                        help="slurm: requeues after a preemption or the time limit (MAX_REQUEUES=; resilience.max_requeues)")
     parser.add_argument("--force", action="store_true", help="launch even when the planner says it does not fit")
     parser.add_argument("--no-plan", action="store_true", help="skip the memory plan check")
     parser.add_argument("--quiet", action="store_true", help="no progress lines while it runs (train.log and the summary still)")
@@ -69,7 +74,9 @@ def run(args) -> int:
     if args.runtime and args.runtime not in RUNTIMES:
         raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{args.runtime}`", f"one of: {', '.join(RUNTIMES)}")])
     # Validation runs where the job will: the venv for local, the arch's image for docker (`validate.where`).
-    prep = pipeline.prepare(args.recipe, overrides(args), arch=args.arch, nodes=args.nodes, gpus=args.gpus,
+    faults = [f"resilience.{key}={getattr(args, key)}" for key in ("max_restarts", "max_requeues")
+              if getattr(args, key, None) not in (None, "")]
+    prep = pipeline.prepare(args.recipe, overrides(args) + faults, arch=args.arch, nodes=args.nodes, gpus=args.gpus,
                             resume=args.resume, run_name=args.run_name,
                             validate_in=where.for_runtime(args.runtime, args))
     warn(prep.messages)

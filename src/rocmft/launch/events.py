@@ -1,11 +1,16 @@
 """The progress events a run leaves in `<run dir>/progress.jsonl`, read back: followed live, summarized at the end.
 
-Written by rank 0 of the job (rocmft.callbacks.progress), one JSON object per line:
-  {"event": "begin", "time", "max_steps", "start_step", "world_size"}
+Written by rank 0 of the job (rocmft.callbacks.progress, .stop), one JSON object per line:
+  {"event": "begin", "time", "max_steps", "start_step", "world_size", "resumed_from", "attempt", "restart", "host"}
   {"event": "step", "time", "step", "max_steps", "epoch", "loss", "grad_norm", "learning_rate",
    "tokens_seen", "tokens_per_s_per_gpu", "elapsed_s", "eta_s"}          one per logged training step
+  {"event": "stop", "time", "step", "max_steps", "signal", "checkpoint"}  stopped by a signal, checkpoint saved
   {"event": "end", "time", "step", "max_steps", "elapsed_s", "peak_memory_gib", "memory_kind", "memory_scope"}
 Non-finite numbers are written as the strings "nan", "inf", "-inf" (strict JSON readers stay happy).
+
+One file per run, across every start of its processes: a torchrun restart or a Slurm requeue appends a new
+"begin" whose start_step is the checkpoint it resumed from. The steps an earlier start logged after that
+checkpoint were trained again: `steps()` keeps the later ones, so a loss curve has every step once.
 
 Every runtime reads the same file: the run dir is on this machine (local), mounted at the same path in the
 container (Docker), or on the filesystem the Slurm nodes share. Pure: no torch, no transformers.
@@ -90,7 +95,32 @@ def read(run_dir: Path | str) -> list[dict[str, Any]]:
 
 
 def steps(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if e.get("event") == "step"]
+    """The run's logged steps, each once: a later start replaces what an earlier one logged after its checkpoint."""
+    kept: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("event") == "begin":
+            start = int(e.get("start_step") or 0)
+            kept = [s for s in kept if int(s.get("step") or 0) <= start]
+        elif e.get("event") == "step":
+            kept.append(e)
+    return kept
+
+
+def segments(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per start of the job's processes: its begin event, the steps it logged (as logged), and its
+    stop or end event (None when it was killed before either)."""
+    found: list[dict[str, Any]] = []
+    for e in events:
+        kind = e.get("event")
+        if kind == "begin" or not found:
+            found.append({"begin": e if kind == "begin" else {}, "steps": [], "stop": None, "end": None})
+            if kind == "begin":
+                continue
+        if kind == "step":
+            found[-1]["steps"].append(e)
+        elif kind in ("stop", "end"):
+            found[-1][kind] = e
+    return found
 
 
 @dataclass(frozen=True)
@@ -111,26 +141,41 @@ class Totals:
 
 def mean_rate(step_events: list[dict[str, Any]], world_size: int) -> float | None:
     """Tokens/s per GPU from the first logged step to the last (the first step's warm-up left out); with a
-    single logged step, that step's own rate."""
-    timed = [e for e in step_events if isinstance(e.get("tokens_seen"), (int, float)) and e.get("elapsed_s") is not None]
-    if len(timed) >= 2:
-        tokens = timed[-1]["tokens_seen"] - timed[0]["tokens_seen"]
-        seconds = timed[-1]["elapsed_s"] - timed[0]["elapsed_s"]
-        if tokens > 0 and seconds > 0:
-            return tokens / seconds / max(1, world_size)
-    if timed and timed[-1].get("tokens_per_s_per_gpu"):
-        return float(timed[-1]["tokens_per_s_per_gpu"])
+    single logged step, that step's own rate. Steps of several starts: each start's span counts (the clock
+    and the warm-up restart with each)."""
+    tokens = seconds = 0.0
+    timed_all = []
+    for part in _runs_of(step_events):
+        timed = [e for e in part if isinstance(e.get("tokens_seen"), (int, float)) and e.get("elapsed_s") is not None]
+        timed_all += timed
+        if len(timed) >= 2:
+            tokens += timed[-1]["tokens_seen"] - timed[0]["tokens_seen"]
+            seconds += timed[-1]["elapsed_s"] - timed[0]["elapsed_s"]
+    if tokens > 0 and seconds > 0:
+        return tokens / seconds / max(1, world_size)
+    if timed_all and timed_all[-1].get("tokens_per_s_per_gpu"):
+        return float(timed_all[-1]["tokens_per_s_per_gpu"])
     return None
+
+
+def _runs_of(step_events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Consecutive steps of one start: the elapsed clock only grows within one."""
+    parts: list[list[dict[str, Any]]] = []
+    for e in step_events:
+        if not parts or (e.get("elapsed_s") or 0) < (parts[-1][-1].get("elapsed_s") or 0):
+            parts.append([])
+        parts[-1].append(e)
+    return parts
 
 
 def totals(events: list[dict[str, Any]]) -> Totals:
     step_events = steps(events)
-    begin = next((e for e in events if e.get("event") == "begin"), {})
+    begin = next((e for e in reversed(events) if e.get("event") == "begin"), {})
     end = next((e for e in reversed(events) if e.get("event") == "end"), {})
     losses = [(int(e["step"]), float(e["loss"])) for e in step_events if e.get("loss") is not None]
     last = step_events[-1] if step_events else {}
     world = int(begin.get("world_size") or 1)
-    elapsed = end.get("elapsed_s") if end else last.get("elapsed_s")
+    elapsed = _training_seconds(segments(events))
     return Totals(
         steps_logged=len(step_events),
         last_step=end.get("step", last.get("step")),
@@ -143,6 +188,23 @@ def totals(events: list[dict[str, Any]]) -> Totals:
         memory_scope=end.get("memory_scope"),
         train_s=float(elapsed) if elapsed is not None else None,
     )
+
+
+def _training_seconds(parts: list[dict[str, Any]]) -> float | None:
+    """Time spent training, summed over every start of the job (the gaps between starts left out)."""
+    total = None
+    for part in parts:
+        closing = part["end"] or part["stop"]
+        if closing and closing.get("elapsed_s") is not None:
+            seconds = closing["elapsed_s"]
+        elif closing and part["begin"].get("time") and closing.get("time"):
+            seconds = closing["time"] - part["begin"]["time"]
+        elif part["steps"] and part["steps"][-1].get("elapsed_s") is not None:
+            seconds = part["steps"][-1]["elapsed_s"]
+        else:
+            continue
+        total = (total or 0.0) + float(seconds)
+    return total
 
 
 def clock(seconds: float | None) -> str:

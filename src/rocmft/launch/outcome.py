@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
 
-from .. import advice, arches, runs
+from .. import advice, arches, checkpoints, runs
 from . import summary
 from .joblog import failed_ranks
 
 EXIT_DIVERGED = 3
+EXIT_STOPPED = 75  # the worker's: stopped by a signal after saving a checkpoint (rocmft.worker)
 
 
 def _first_bad_step(report: dict) -> int:
@@ -28,7 +30,8 @@ def _first_bad_step(report: dict) -> int:
 def finish(run_dir: Path, code: int, arch_name: str) -> int:
     status = runs.read_status(run_dir)
     if status.get("state") == "interrupted":
-        print(f"[rocmft] interrupted: {runs.relative(run_dir)} marked interrupted", flush=True)
+        for line in stopped_lines(run_dir, status):
+            print(line, flush=True)
         return code
     loss = runs.losses(run_dir)
     final = loss[-1][1] if loss else None
@@ -36,7 +39,8 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     if diverged.is_file():
         report = json.loads(diverged.read_text())
         first_bad = _first_bad_step(report)
-        good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < first_bad]
+        good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < first_bad
+                and checkpoints.problem(c) is None]
         checkpoint = runs.relative(good[-1]) if good else None
         reason = report.get("reason", "diverged")
         runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), reason=reason,
@@ -49,7 +53,7 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     facts = summary.facts(run_dir)
     if code == 0:
         status = runs.mark(run_dir, "succeeded", exit_code=0, **{**facts, "final_loss": final})
-        for line in summary.done_lines(run_dir, status):
+        for line in summary.done_lines(run_dir, status) + attempt_lines(run_dir, status):
             print(line, flush=True)
         return 0
     log = (run_dir / "train.log").read_text(errors="replace") if (run_dir / "train.log").is_file() else ""
@@ -58,3 +62,41 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
     for line in summary.failed_lines(run_dir, code, log, ranks):
         print(line, flush=True)
     return code
+
+
+def attempt_lines(run_dir: Path, status: dict) -> list[str]:
+    """How often the run was started again (Slurm requeues, torchrun restarts) and what that cost in steps."""
+    from . import events
+
+    attempts = status.get("attempts") or []
+    restarts = sum(int(a.get("restarts") or 0) for a in attempts)
+    if len(attempts) < 2 and not restarts:
+        return []
+    parts = events.segments(events.read(run_dir))
+    again = 0
+    for before, after in itertools.pairwise(parts):
+        reached = [int(e["step"]) for e in (*before["steps"], before["stop"], before["end"]) if e and e.get("step") is not None]
+        again += max(0, max(reached, default=0) - int(after["begin"].get("start_step") or 0))
+    how = "; ".join(f"{a['attempt']}: {a.get('how', '?')}" + (f" at step {a['step']}" if a.get("step") is not None else "")
+                    + (f", {a['restarts']} restart(s)" if a.get("restarts") else "") for a in attempts)
+    again_line = (f"[rocmft] restarts   {len(parts) - 1} start(s) after the first; {again} step(s) trained again "
+                  "(done after the checkpoint each resumed from)")
+    return [f"[rocmft] attempts   {len(attempts)} ({how})", again_line]
+
+
+def stopped_lines(run_dir: Path, status: dict) -> list[str]:
+    """What a stopped run saved and how to go on with it."""
+    rel = runs.relative(run_dir)
+    attempt = (status.get("attempts") or [{}])[-1]
+    why = status.get("signal") or attempt.get("stopped_by") or status.get("reason") or "a stop"
+    at = f" at step {attempt['step']}" if attempt.get("step") is not None else ""
+    newest, _ = checkpoints.newest_complete(run_dir / "output")
+    if attempt.get("checkpoint"):
+        saved = f"{rel}/output/{attempt['checkpoint']} saved"
+    else:
+        saved = "no checkpoint saved" + (f" (the newest complete one: {runs.relative(newest)})" if newest else
+                                         " (stopped before training, or killed before the save)")
+    lines = [f"[rocmft] interrupted by {why}{at}: {saved}"]
+    if newest is not None:
+        lines.append(f"[rocmft] continue it: make train RECIPE={status.get('recipe', '<recipe>')} RESUME={run_dir.name}")
+    return lines

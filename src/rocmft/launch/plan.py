@@ -9,6 +9,15 @@ unless OPTIM_TORCH=0); calling torchrun directly keeps the real exit code and th
 same argv inside a container or on a Slurm node, and lets the worker register our callbacks (watchdog,
 metrics) through LLaMA-Factory's `run_exp(callbacks=...)`. The rendered YAML stays a plain LLaMA-Factory
 input either way.
+
+Stops and restarts (docs/multinode.md, "Preemption, requeue and restarts"): torchrun passes the signals it
+handles on to every rank (torch/distributed/elastic/agent/server/api.py: SignalException -> _shutdown(sig));
+SIGUSR1, which srun passes on from Slurm's time-limit warning, only with `--signals_to_handle` (torch >= 2.9;
+the image pins 2.10). TORCH_ELASTIC_SHUTDOWN_TIMEOUT is how long torchrun then waits before SIGKILL: the
+ranks need it to finish their step and save. torch >= 2.12 reads it (pytorch PR 172596); older torch waits
+30 s whatever it says, and an env var, unlike a `--shutdown_timeout` flag, does not break them.
+`--max_restarts`: torchrun restarts every rank when one dies; the worker resumes from the newest complete
+checkpoint of the run.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ PASS_THROUGH = (
     "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG",
     "GLOO_SOCKET_IFNAME",
 )
+# torchrun's default set plus SIGUSR1 (what Slurm's `--signal=B:USR1@<grace>` warning becomes).
+STOP_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 
 
 @dataclass(frozen=True)
@@ -42,10 +53,18 @@ class LaunchPlan:
     visible_devices: tuple[str, ...] | None  # GPU indices on the host, None = all of the node's GPUs
     arch: str
     distributed: bool
+    max_restarts: int = 0  # torchrun's restarts of the whole group when a rank dies
+    stop_grace_s: int = 300  # from a stop signal to SIGKILL: the ranks finish their step and save
 
     @property
     def world_size(self) -> int:
         return self.nproc_per_node * self.nnodes
+
+    @property
+    def stop_timeout_s(self) -> int:
+        """How long a runtime waits after its stop signal before it kills the job: the grace, plus a moment for
+        torchrun, whose own wait for the ranks ends first, to exit."""
+        return self.stop_grace_s + (15 if self.distributed else 0)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -93,18 +112,20 @@ def build(
         raise ProblemReport([Problem("", "GPUS", f"{len(gpus)} GPUs selected but the recipe runs {nproc} per node",
                                      f"add SET=gpus_per_node={len(gpus)} or select {nproc} GPUs")])
     distributed = nproc * nnodes > 1 or recipe.deepspeed != "none"
+    restarts, grace = int(recipe.resilience["max_restarts"]), int(recipe.resilience["stop_grace_s"])
     worker = ("-m", "rocmft.worker", "--run-dir", run_path)
+    faults = ("--max_restarts", str(restarts), "--signals_to_handle", STOP_SIGNALS)
     if not distributed:
         argv = (python, "-u", *worker)
     elif nnodes == 1 and master_addr is None:
         # --standalone: a private c10d store on a free port, so two jobs on one host never collide.
         argv = (python, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                "--nproc_per_node", str(nproc), *worker)
+                "--nproc_per_node", str(nproc), *faults, *worker)
     else:
         # Static rendezvous: rank 0 is deterministically the first node (c10d may pick either).
         argv = (python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--node_rank", node_rank,
                 "--nproc_per_node", str(nproc), "--master_addr", master_addr or "127.0.0.1",
-                "--master_port", master_port or "29500", *worker)
+                "--master_port", master_port or "29500", *faults, *worker)
 
     env, unset, secrets = _environment(arch, host_env, gpus, nnodes, nproc)
     env.update(recipe.env)
@@ -113,9 +134,12 @@ def build(
         "OPTIM_TORCH": "0",  # if this env is reused with llamafactory-cli, it keeps our allocator settings
         "ROCMFT_RUN_DIR": run_path,
     })
+    if distributed:
+        env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(grace)
     return LaunchPlan(
         argv=argv, env=env, unset_env=unset, secret_env=secrets, run_path=run_path,
         nproc_per_node=nproc, nnodes=nnodes, visible_devices=gpus, arch=arch.name, distributed=distributed,
+        max_restarts=restarts if distributed else 0, stop_grace_s=grace,
     )
 
 

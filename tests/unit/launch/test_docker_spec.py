@@ -76,6 +76,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
     assert spec == rt.ContainerSpec(
         image="rocmft:gfx942",
         command=("python", "-m", "torch.distributed.run", "--standalone", "--nnodes", "1", "--nproc_per_node", "8",
+                 "--max_restarts", "2", "--signals_to_handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
                  "-m", "rocmft.worker", "--run-dir", "runs/x"),
         name="rocmft-x",
         environment={
@@ -83,6 +84,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
             # the gfx942 entry of docker/arches.yaml
             "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "NCCL_MIN_NCHANNELS": "112",
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
         },
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
         devices=("/dev/kfd", "/dev/dri"),  # every GPU: ROCr numbers them as on the host

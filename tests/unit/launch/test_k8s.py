@@ -55,7 +55,8 @@ def test_2x8_gfx942_pytorchjob_structure():
     assert container["name"] == "pytorch" and container["image"] == "reg.example/rocmft:0.1.0-gfx942"
     assert container["command"] == ["python", "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", "$(RANK)",
                                     "--nproc_per_node", "8", "--master_addr", "$(MASTER_ADDR)",
-                                    "--master_port", "$(MASTER_PORT)", "-m", "rocmft.worker",
+                                    "--master_port", "$(MASTER_PORT)", "--max_restarts", "2",
+                                    "--signals_to_handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "-m", "rocmft.worker",
                                     "--run-dir", "runs/test-k8s-pinned"]
     assert container["command"] == list(plan.argv)  # the plan's argv, nothing else
     assert container["resources"] == {"limits": {"amd.com/gpu": 8}}

@@ -30,7 +30,8 @@ def test_one_gpu_runs_the_worker_directly():
 def test_eight_gpus_torchrun_standalone():
     p = build("llama3-8b-z3")
     assert p.argv == ("python", "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                      "--nproc_per_node", "8", "-m", "rocmft.worker", "--run-dir", "runs/x")
+                      "--nproc_per_node", "8", "--max_restarts", "2",
+                      "--signals_to_handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1", "-m", "rocmft.worker", "--run-dir", "runs/x")
     assert p.distributed and p.world_size == 8
     assert p.env["NCCL_MIN_NCHANNELS"] == "112"
     assert "NCCL_IB_GID_INDEX" not in p.env  # multi-node network settings only for nodes > 1
@@ -67,6 +68,7 @@ def test_multinode_static_rendezvous_with_placeholders():
     p = build("llama3-8b-z3", ["nodes=2"], node_rank="$SLURM_NODEID", master_addr="$MASTER_ADDR", master_port="$MASTER_PORT")
     assert p.argv == ("python", "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", "$SLURM_NODEID",
                       "--nproc_per_node", "8", "--master_addr", "$MASTER_ADDR", "--master_port", "$MASTER_PORT",
+                      "--max_restarts", "2", "--signals_to_handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1",
                       "-m", "rocmft.worker", "--run-dir", "runs/x")
     assert p.env["NCCL_IB_GID_INDEX"] == "3" and p.env["NCCL_SOCKET_IFNAME"] == "eth0"
 
@@ -113,4 +115,5 @@ def test_the_debugging_shell_gets_a_jobs_environment_and_devices():
     job = build("llama3-8b-z3", ["gpus_per_node=2"], gpus=("2", "3"))
     sh = lp.shell(A["gfx942"], HOST, ("2", "3"))
     assert sh.argv == ("bash",) and sh.unset_env == job.unset_env and sh.secret_env == ("HF_TOKEN",)
-    assert {k: v for k, v in job.env.items() if k not in ("PYTHONUNBUFFERED", "OPTIM_TORCH", "ROCMFT_RUN_DIR")} == dict(sh.env)
+    job_only = ("PYTHONUNBUFFERED", "OPTIM_TORCH", "ROCMFT_RUN_DIR", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
+    assert {k: v for k, v in job.env.items() if k not in job_only} == dict(sh.env)

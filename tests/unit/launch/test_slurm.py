@@ -65,6 +65,8 @@ PINNED_2X8_GFX942_APPTAINER = """\
 #SBATCH --exclusive
 #SBATCH --mem=0
 #SBATCH --time=04:00:00
+#SBATCH --requeue
+#SBATCH --signal=B:USR1@300
 #SBATCH --partition=mi300x
 #SBATCH --account=proj123
 #SBATCH --chdir={root}
@@ -85,6 +87,7 @@ export OPTIM_TORCH=0
 export PYTHONUNBUFFERED=1
 export ROCMFT_RUN_DIR=runs/test-slurm-pinned
 export TORCH_BLAS_PREFER_HIPBLASLT=1
+export TORCH_ELASTIC_SHUTDOWN_TIMEOUT=300
 export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
 unset HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES
 
@@ -98,16 +101,51 @@ export MASTER_ADDR=${MASTER_ADDR:-$first_node}
 export MASTER_PORT=${ROCMFT_MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
 echo "[rocmft] slurm job $SLURM_JOB_ID: $SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, rendezvous $MASTER_ADDR:$MASTER_PORT"
 
-apptainer exec --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm started "$RUN_DIR" || echo "[rocmft] warning: could not record the start in $RUN_DIR/status.json"
+# Attempt 1, and one more for each time the job was requeued (Slurm counts them in SLURM_RESTART_COUNT).
+export ROCMFT_ATTEMPT=$(( ${SLURM_RESTART_COUNT:-0} + 1 ))
+# Records the attempt in status.json; refuses one past resilience.max_requeues (3).
+apptainer exec --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm started "$RUN_DIR" || exit $?
+
+# Stops (docs/multinode.md, "Preemption, requeue and restarts"). Slurm sends this script USR1 300 s before
+# the time limit (--signal=B:USR1@300; at preemption too where PreemptParameters=send_user_signal). It goes
+# to srun, which passes it to torchrun and the ranks on every node: they finish their optimizer step, save a
+# checkpoint in the run dir and exit. The bookkeeping after srun then requeues the job (`scontrol requeue
+# $SLURM_JOB_ID`, at most 3 times); the next attempt resumes from the newest complete checkpoint
+# in this same run dir. SIGTERM (preemption without that notice, scancel, the time limit itself) is only
+# recorded: it reaches the ranks too, but srun turns it into a kill of its tasks, so they seldom get to save;
+# Slurm requeues the job itself if it preempted it, and the next attempt resumes from the newest complete
+# checkpoint (a periodic one, save_steps).
+stop_signal= srun_pid=
+on_stop() {
+  [[ -n $stop_signal ]] && return
+  stop_signal=$1
+  if [[ $1 == USR1 ]]; then
+    echo "[rocmft] slurm sent SIGUSR1: the ranks finish their optimizer step and save a checkpoint"
+    [[ -n $srun_pid ]] && kill -s USR1 "$srun_pid" 2>/dev/null
+  else
+    echo "[rocmft] slurm sent SIGTERM: preempted, cancelled or out of time"
+  fi
+}
+trap 'on_stop USR1' USR1
+trap 'on_stop TERM' TERM
 
 # What each node runs: one task per node; torchrun on it starts that node's 8 ranks.
-NODE_CMD='echo "[rocmft] node ${SLURM_NODEID} (${SLURMD_NODENAME}): 8 processes"; if [[ -n "${ROCR_VISIBLE_DEVICES:-}" ]]; then unset HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPU_DEVICE_ORDINAL; fi; exec apptainer exec --rocm --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m torch.distributed.run --nnodes 2 --node_rank "${SLURM_NODEID}" --nproc_per_node 8 --master_addr "${MASTER_ADDR}" --master_port "${MASTER_PORT}" -m rocmft.worker --run-dir runs/test-slurm-pinned'
-# --kill-on-bad-exit: one failed rank ends the whole job instead of leaving the other nodes waiting.
-srun --kill-on-bad-exit=1 --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" --ntasks-per-node=1 --cpus-per-task="${SLURM_CPUS_ON_NODE}" bash -c "$NODE_CMD"
-code=$?
+NODE_CMD='echo "[rocmft] node ${SLURM_NODEID} (${SLURMD_NODENAME}): 8 processes"; if [[ -n "${ROCR_VISIBLE_DEVICES:-}" ]]; then unset HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPU_DEVICE_ORDINAL; fi; exec apptainer exec --rocm --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m torch.distributed.run --nnodes 2 --node_rank "${SLURM_NODEID}" --nproc_per_node 8 --master_addr "${MASTER_ADDR}" --master_port "${MASTER_PORT}" --max_restarts 2 --signals_to_handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 -m rocmft.worker --run-dir runs/test-slurm-pinned'
+code=75
+if [[ -z $stop_signal ]]; then  # (a stop that came before the training did leaves nothing to save)
+  # --kill-on-bad-exit: one failed rank ends the whole job instead of leaving the other nodes waiting.
+  # In the background, so that a signal to this script is handled while srun runs (`wait` returns for it).
+  srun --kill-on-bad-exit=1 --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" --ntasks-per-node=1 --cpus-per-task="${SLURM_CPUS_ON_NODE}" bash -c "$NODE_CMD" &
+  srun_pid=$!
+  wait "$srun_pid"
+  while kill -0 "$srun_pid" 2>/dev/null; do wait "$srun_pid"; done
+  wait "$srun_pid"; code=$?  # bash keeps a reaped child's status for `wait`
+fi
 
-apptainer exec --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm ended "$RUN_DIR" "$code" || echo "[rocmft] warning: could not record the end in $RUN_DIR/status.json"
-exit "$code"
+# Records how the attempt ended (status.json, the summary), requeues after a USR1 stop; its exit code is
+# the run's: the failing node's code, 75 for a stop that is not requeued.
+apptainer exec --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm ended "$RUN_DIR" "$code" "$stop_signal"
+exit $?
 """
 
 PINNED_ARGS = dict(container="apptainer", sif="/shared/sif/rocmft-gfx942.sif", partition="mi300x", account="proj123",

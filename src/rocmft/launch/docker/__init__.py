@@ -85,7 +85,7 @@ def launch(prep, args) -> int:
     print(f"[rocmft] container: {spec.name} as {spec.user}, devices: {gpus}", flush=True)
     print(f"[rocmft] command: {' '.join(spec.command)}", flush=True)
     code = run_container(client, spec, run_dir, quiet=getattr(args, "quiet", False),
-                         verbose=getattr(args, "verbose", False))
+                         verbose=getattr(args, "verbose", False), stop_timeout=plan.stop_timeout_s)
     return finish(run_dir, code, prep.recipe.arch)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ... import runs
 from .spec import ContainerSpec
 
-STOP_TIMEOUT_S = 5  # SIGTERM, then SIGKILL: torchrun passes SIGTERM to its ranks, which die at once
+STOP_TIMEOUT_S = 5  # SIGTERM, then SIGKILL, when the plan says nothing (its stop_grace_s: the ranks save first)
 EARLY_S = 60  # a non-zero exit this soon after start is a container that died at start: show its log tail
 TAIL_LINES = 20
 
@@ -47,8 +47,11 @@ def sdk_kwargs(spec: ContainerSpec, caller_env: Mapping[str, str]) -> dict[str, 
 
 
 def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Mapping[str, str] | None = None,
-                  quiet: bool = False, verbose: bool = False) -> int:
-    """Create, start, stream, wait, remove. Returns the container's exit code (128+N when interrupted)."""
+                  quiet: bool = False, verbose: bool = False, stop_timeout: int = STOP_TIMEOUT_S) -> int:
+    """Create, start, stream, wait, remove. Returns the container's exit code (128+N when interrupted).
+
+    The first Ctrl-C/SIGTERM stops the container with `stop_timeout` seconds for the job to save a checkpoint
+    (SIGTERM reaches torchrun or the only process through the container's init); a second Ctrl-C kills it."""
     from docker.errors import APIError, DockerException, NotFound
     from requests.exceptions import RequestException
 
@@ -65,13 +68,15 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
         if container is None:
             return
         try:
-            container.kill() if kill else container.stop(timeout=STOP_TIMEOUT_S)
+            container.kill() if kill else container.stop(timeout=stop_timeout)
         except (DockerException, RequestException):
             pass  # already gone; `remove(force=True)` below settles it either way
 
     def on_signal(signum, _frame):
         interrupted.append(signum)
         # A thread, not the handler: the main thread may be inside the SDK, reading the log stream.
+        if len(interrupted) > 1 and signum != signal.SIGINT:
+            return  # a repeated SIGTERM waits for the save
         thread = threading.Thread(target=stop, args=(len(interrupted) > 1,), daemon=True)
         stoppers.append(thread)
         thread.start()
@@ -113,7 +118,7 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
                     code = 1
     finally:
         for thread in stoppers:
-            thread.join(timeout=STOP_TIMEOUT_S + 5)
+            thread.join(timeout=stop_timeout + 5)
         container = holder.get("container")
         if container is not None:
             try:

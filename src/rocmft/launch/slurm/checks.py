@@ -20,7 +20,7 @@ from ...layout import (  # noqa: F401 - re-exported: the batch and resume checks
 )
 from ...problems import Problem, raise_if_errors
 from ...recipes import Recipe
-from .options import SlurmOptions
+from .options import SlurmOptions, warning_seconds
 
 # Filesystem types (as /proc/mounts names them) that every node of a cluster can mount, and ones that are
 # local to one machine. A pragmatic list: a type in neither set is not judged.
@@ -94,4 +94,16 @@ def preflight(prep, args, opts: SlurmOptions, *, submit: bool, root: Path,
     problems += submit_problems(opts, submit, which)
     # (global batch and resume across world sizes: checked for every runtime by pipeline.prepare)
     problems += shared_fs_problems(prep.recipe, prep.run_dir, mounts_text)
+    problems += warning_problems(prep.recipe, opts)
     return raise_if_errors(problems)
+
+
+def warning_problems(recipe: Recipe, opts: SlurmOptions) -> list[Problem]:
+    grace = int(recipe.resilience["stop_grace_s"])
+    sent = warning_seconds(grace, opts.time)
+    if sent >= grace:
+        return []
+    return [Problem("", "TIME", f"TIME={opts.time} is short for resilience.stop_grace_s={grace}: Slurm warns the job "
+                    f"{sent} s before the time limit instead, so that it trains in between (its checkpoint must be "
+                    f"saved in those {sent} s)", "a longer TIME, or SET=resilience.stop_grace_s=<seconds>",
+                    severity="note")]

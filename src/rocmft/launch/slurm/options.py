@@ -17,6 +17,28 @@ DEFAULT_TIME = "00:30:00"
 _TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$")
 
 
+def time_seconds(text: str) -> int:
+    """A Slurm time limit in seconds: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S (sbatch(1), --time)."""
+    days, _, rest = text.rpartition("-") if "-" in text else ("0", "", text)
+    parts = [int(x) for x in rest.split(":")]
+    if days and "-" in text:
+        h, m, sec = (parts + [0, 0])[:3]
+    elif len(parts) == 1:
+        h, m, sec = 0, parts[0], 0
+    elif len(parts) == 2:
+        h, m, sec = 0, parts[0], parts[1]
+    else:
+        h, m, sec = parts
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + sec
+
+
+def warning_seconds(grace_s: int, time_limit: str) -> int:
+    """How long before the time limit Slurm warns the job (--signal=B:USR1@N): the recipe's stop grace, but at
+    most half the time limit, so a short job is not stopped as soon as it starts (Slurm sends it at once when
+    N >= the limit, and up to 60 s early in any case)."""
+    return max(1, min(grace_s, time_seconds(time_limit) // 2))
+
+
 @dataclass(frozen=True)
 class SlurmOptions:
     partition: str | None = None

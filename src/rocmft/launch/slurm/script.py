@@ -11,6 +11,10 @@ The plan's argv is the only argv: the script only wraps it (in `apptainer exec`,
 and quotes it, leaving `$SLURM_NODEID`, `$MASTER_ADDR`, `$MASTER_PORT` for each node's shell to expand.
 Secrets are never written into the script: sbatch's `--export=ALL` hands the submitting shell's
 environment (HF_TOKEN, ...) to the job.
+
+Preemption and time limits: `--requeue` (the job may run again, same id, same run dir), `--signal=B:USR1@<grace>`
+(the script's warning before the time limit, passed on to the ranks, which save), `--open-mode=append` (every
+attempt's output in one train.log); the template explains the rest.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from typing import Iterable, Mapping
 from ... import __version__
 from ...arches import Arch
 from ...recipes import Recipe
+from ..outcome import EXIT_STOPPED
 from ..plan import DEVICE_VARS, LaunchPlan
-from .options import SlurmOptions
+from .options import SlurmOptions, warning_seconds
 
 SCRIPT = "sbatch.sh"
 TEMPLATE = "sbatch.sh.j2"
@@ -79,7 +84,8 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Pat
                 words += ["-e", name]  # the value comes from the task's environment, never from this file
         else:
             # bookkeeping needs no GPU (skip the image's device check) but the job's id and nodes
-            words += ["-e", "ROCMFT_SKIP_GPU_CHECK=1", "-e", "SLURM_JOB_ID", "-e", "SLURM_JOB_NODELIST"]
+            words += ["-e", "ROCMFT_SKIP_GPU_CHECK=1", "-e", "SLURM_JOB_ID", "-e", "SLURM_JOB_NODELIST",
+                      "-e", "SLURM_RESTART_COUNT"]
         for path in binds:
             words += ["-v", f"{path}:{path}"]
         return words + ["-w", str(root), str(opts.image)]
@@ -88,7 +94,7 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Pat
 
 def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[str], root: Path) -> str:
     """What one node's task runs (in `bash -c`): the plan's argv, wrapped for the container mode."""
-    env_names = sorted({*plan.env, *plan.secret_env})
+    env_names = sorted({*plan.env, *plan.secret_env, "ROCMFT_ATTEMPT"})
     parts = [f'echo "[rocmft] node ${{SLURM_NODEID}} (${{SLURMD_NODENAME}}): {plan.nproc_per_node} '
              f'process{"es" if plan.nproc_per_node != 1 else ""}"']
     if arch.is_gpu:
@@ -119,6 +125,8 @@ def directives(recipe: Recipe, arch: Arch, opts: SlurmOptions, run_dir: Path, ro
     else:
         lines.append(f"--cpus-per-task={recipe.gpus_per_node}")  # cpu arch: one CPU per training process
     lines.append(f"--time={opts.time}")
+    # Requeueable, and warned before the time limit (Slurm may send it up to 60 s earlier than asked).
+    lines += ["--requeue", f"--signal=B:USR1@{warning_seconds(recipe.resilience['stop_grace_s'], opts.time)}"]
     if opts.partition:
         lines.append(f"--partition={opts.partition}")
     if opts.account:
@@ -163,5 +171,6 @@ def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptio
         exports=exports, unset=list(plan.unset_env), secrets_note=secrets_note,
         book=bookkeeping_command(opts, arch, binds, root, python),
         node_cmd_q=shlex.quote(node_command(plan, opts, arch, binds, root)),
-        srun_flags=srun_flags(),
+        srun_flags=srun_flags(), grace=warning_seconds(recipe.resilience["stop_grace_s"], opts.time),
+        max_requeues=recipe.resilience["max_requeues"], exit_stopped=EXIT_STOPPED,
     )

@@ -1,5 +1,8 @@
 """Handing the script to Slurm: `sbatch --test-only` first, then `sbatch`, and with --wait, train.log
-followed on the terminal until the job ends, Ctrl-C/SIGTERM cancelling it (scancel)."""
+followed on the terminal until the job ends, Ctrl-C/SIGTERM cancelling it (scancel).
+
+A requeued job keeps its id, its run dir and its train.log (appended): `sbatch --wait` waits through the
+requeues, and the follower shows every attempt's steps until the last one's summary."""
 
 from __future__ import annotations
 
@@ -52,6 +55,20 @@ def _follow(run_dir: Path, stop: threading.Event, out, *, verbose: bool = False)
         handle.close()
 
 
+def _queued(job_id: str) -> bool:
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip())
+
+
+def _wait_while_requeued(run_dir: Path, job_id: str, poll_s: float = 5.0) -> None:
+    """Should `sbatch --wait` return between two attempts, wait for the next one as long as Slurm holds the job."""
+    while runs.read_status(run_dir).get("state") in ("requeued", "running") and _queued(job_id):
+        time.sleep(poll_s)
+
+
 def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait: bool, verbose: bool = False) -> int:
     cmd = ["sbatch", "--parsable"] + (["--wait"] if wait else []) + [str(script_path)]
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -88,6 +105,7 @@ def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait
     previous = {s: signal.signal(s, cancel) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         _, err = proc.communicate()
+        _wait_while_requeued(run_dir, job_id)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -101,6 +119,6 @@ def submit(script_path: Path, run_dir: Path, arch_name: str, root: Path, *, wait
         print(f"[rocmft] interrupted: slurm job {job_id} cancelled, {rel} marked interrupted", flush=True)
         return 128 + interrupted[0]
     status = runs.read_status(run_dir)
-    if status.get("state") in ("succeeded", "failed", "diverged") and status.get("job_id") == job_id:
+    if status.get("state") in ("succeeded", "failed", "diverged", "interrupted") and status.get("job_id") == job_id:
         return int(status.get("exit_code", code))  # the job recorded how it ended (and printed it into train.log)
     return _finish(run_dir, code, arch_name)  # killed before it could record (time limit, scancel, node failure)
