@@ -136,6 +136,12 @@ def build(
     })
     if distributed:
         env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(grace)
+    if restarts and "--standalone" in argv:
+        # torch >= 2.5's c10d rendezvous shares its TCPStore with the ranks, unprefixed per restart: a
+        # restarted group can read the dead group's gloo/NCCL addresses and fail with "Connection refused"
+        # (seen here under load: test_faults_cpu; pytorch/pytorch#135712, #167288). Opting out gives each
+        # round a fresh store on rank 0. The static rendezvous (multi-node) has no such switch.
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     return LaunchPlan(
         argv=argv, env=env, unset_env=unset, secret_env=secrets, run_path=run_path,
         nproc_per_node=nproc, nnodes=nnodes, visible_devices=gpus, arch=arch.name, distributed=distributed,

@@ -85,6 +85,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
             "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "NCCL_MIN_NCHANNELS": "112",
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
         },
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
         devices=("/dev/kfd", "/dev/dri"),  # every GPU: ROCr numbers them as on the host

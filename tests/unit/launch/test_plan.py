@@ -37,6 +37,12 @@ def test_eight_gpus_torchrun_standalone():
     assert "NCCL_IB_GID_INDEX" not in p.env  # multi-node network settings only for nodes > 1
 
 
+def test_a_restarting_group_gets_a_fresh_rendezvous_store_per_round():
+    # pytorch/pytorch#135712: with the shared store a restarted group can read the dead group's addresses
+    assert build("llama3-8b-z3").env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"  # max_restarts 2
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in build("llama3-8b-z3", ["resilience.max_restarts=0"]).env
+
+
 def test_gpu_subset_selects_with_rocr_only():
     p = build("llama3-8b-z3", ["gpus_per_node=2"], gpus=("2", "3"))
     assert p.env["ROCR_VISIBLE_DEVICES"] == "2,3"
@@ -115,5 +121,6 @@ def test_the_debugging_shell_gets_a_jobs_environment_and_devices():
     job = build("llama3-8b-z3", ["gpus_per_node=2"], gpus=("2", "3"))
     sh = lp.shell(A["gfx942"], HOST, ("2", "3"))
     assert sh.argv == ("bash",) and sh.unset_env == job.unset_env and sh.secret_env == ("HF_TOKEN",)
-    job_only = ("PYTHONUNBUFFERED", "OPTIM_TORCH", "ROCMFT_RUN_DIR", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
+    job_only = ("PYTHONUNBUFFERED", "OPTIM_TORCH", "ROCMFT_RUN_DIR", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+                "TORCH_DISABLE_SHARE_RDZV_TCP_STORE")
     assert {k: v for k, v in job.env.items() if k not in job_only} == dict(sh.env)
