@@ -21,7 +21,7 @@ export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|l
 	@$(ROCMFT) export $(call q,$(or $(RUN),last))
 
 test: setup tiny-model ## run every test: unit first, then the real CPU trainings (-m train); docker/slurm ones when their services are up
-	@$(PY) -m pytest -q
+	@$(PY) -m pytest -q --durations=25
 
 test-unit: setup ## the fast unit tests only
 	@$(PY) -m pytest -q tests/unit
