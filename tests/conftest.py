@@ -1,5 +1,6 @@
 """Shared fixtures: the project root, an offline job environment, the CLI as a subprocess, a validation cache
-of the test run's own.
+of the test run's own, one trained tiny-cpu run for the session, waits on events, and the run's own checks
+(a skip fails in CI; nothing started by the run outlives it).
 
 Other test folders add their session fixtures here in sections of their own (a header comment each), so
 that parallel changes rebase without touching each other's lines."""
@@ -159,9 +160,13 @@ def _required() -> bool:
     return os.environ.get("ROCMFT_REQUIRE_SERVICES") == "1"
 
 
-def _fail_the_skip(report, what: str) -> None:
+def _skip_that_fails(report) -> bool:
     deliberate = hasattr(report, "wasxfail") or any(p in str(report.longrepr) for p in HOST_CONDITION_SKIPS)
-    if report.skipped and _required() and not deliberate:
+    return report.skipped and _required() and not deliberate
+
+
+def _fail_the_skip(report, what: str) -> None:
+    if _skip_that_fails(report):
         report.outcome = "failed"
         report.longrepr = f"{what} skipped although CI provides everything it needs: {report.longrepr}"
 
@@ -181,7 +186,7 @@ def pytest_make_collect_report(collector):
     its collection would stop every other test)."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and _required() and not any(p in str(report.longrepr) for p in HOST_CONDITION_SKIPS):
+    if _skip_that_fails(report):
         _SKIPPED_MODULES.append(f"{report.nodeid}: {report.longrepr}")
 
 
@@ -201,33 +206,33 @@ def process_mark() -> processes.Mark:
 
 
 def _leftover_containers(tmp_root: str) -> list:
-    from rocmft.image.docker_api import daemon_configured
+    from rocmft.image.docker_api import connect, daemon_configured
+    from rocmft.problems import ProblemReport
 
     if not daemon_configured():
         return []
     try:
-        import docker
-
-        client = docker.from_env(timeout=60)
-        return [c for c in client.containers.list(all=True) if processes.ours(c, _STARTED, tmp_root, str(ROOT))]
-    except Exception:  # noqa: BLE001 - no daemon to ask: nothing of ours can run there
+        client = connect(timeout=60)
+    except ProblemReport:  # no daemon to ask: nothing of ours can run there
         return []
+    return [c for c in client.containers.list(all=True) if processes.ours(c, _STARTED, tmp_root, str(ROOT))]
 
 
 def pytest_sessionfinish(session, exitstatus):
     """The run's end: every process that carries this run's mark and every container of this run that still
-    exists is a leak. Each is named, stopped or removed, and the run fails."""
+    exists is a leak. Each is named, stopped or removed, and the run fails (so does a module skipped in CI)."""
     problems = [f"skipped module: {m}" for m in _SKIPPED_MODULES]
-    problems += [f"still running: {p}" for p in processes.Mark(processes.SESSION_VAR, os.environ[processes.SESSION_VAR]).stop()]
-    tmp_root = str(session.config._tmp_path_factory.getbasetemp()) if hasattr(session.config, "_tmp_path_factory") else ""
-    for container in _leftover_containers(tmp_root) if tmp_root else []:
-        problems.append(f"container left behind: {container.name} ({container.status})")
+    mark = processes.Mark(processes.SESSION_VAR, os.environ[processes.SESSION_VAR])
+    problems += [f"still running (now stopped): {p}" for p in mark.stop()]
+    factory = getattr(session.config, "_tmp_path_factory", None)  # this run's basetemp: every tmp_path is in it
+    for container in _leftover_containers(f"{factory.getbasetemp()}/") if factory else []:
+        problems.append(f"container left behind (now removed): {container.name} ({container.status})")
         container.remove(force=True)
     if problems:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line("")
-            reporter.write_sep("=", "left behind by this test run (now stopped)", red=True)
+            reporter.write_sep("=", "this test run's end-of-run checks failed", red=True)
             for line in problems:
                 reporter.write_line(line)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

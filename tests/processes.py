@@ -76,6 +76,7 @@ class Mark:
 
 
 def ours(container, since: datetime, tmp_root: str, project: str) -> bool:
+    """`tmp_root` ends with a slash: /tmp/pytest-of-root/pytest-12/ is no prefix of another run's pytest-123."""
     attrs = container.attrs
     created = datetime.fromisoformat(attrs["Created"][:26].rstrip("Z") + "+00:00") if attrs.get("Created") else since
     if created < since:
