@@ -147,7 +147,8 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
     project = user_project
     env = offline_env(project, HF_TOKEN=SECRET, ROCMFT_ROOT=str(project), HOME=str(project / ".home"),
                       HF_HOME=str(project / ".cache" / "hf"), MPLCONFIGDIR=str(project / ".cache" / "matplotlib"),
-                      TORCH_EXTENSIONS_DIR=str(project / ".cache" / "torch_extensions"))
+                      TORCH_EXTENSIONS_DIR=str(project / ".cache" / "torch_extensions"),
+                      ROCMFT_VALIDATION_CACHE=str(project / ".cache" / "validated"))  # the session's is root's
     env.pop("ROCMFT_RUNS")  # runs/ inside the user's project
     name = f"docker-2p-{uuid.uuid4().hex[:6]}"
     gid = _socket_gid()
