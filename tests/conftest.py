@@ -1,5 +1,6 @@
 """Shared fixtures: the project root, an offline job environment, the CLI as a subprocess, a validation cache
-of the test run's own.
+of the test run's own, one trained tiny-cpu run for the session, waits on events, and the run's own checks
+(a skip fails in CI; nothing started by the run outlives it).
 
 Other test folders add their session fixtures here in sections of their own (a header comment each), so
 that parallel changes rebase without touching each other's lines."""
@@ -12,10 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+
+from tests import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -32,6 +37,16 @@ def offline_env(tmp: Path, **extra: str) -> dict[str, str]:
     })
     env.update(extra)
     return env
+
+
+def wait_until(condition, timeout: float = 60, what: str = "the condition") -> None:
+    """Wait for the event itself (a line shown, a file written, a port closed), never a fixed sleep. The
+    timeout is generous because the machines are shared: it bounds a hang, it is no speed claim."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:g} s")
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -134,14 +149,90 @@ def trained_run(tmp_path_factory, tiny_model) -> TrainedRun:
     assert not changed, f"a test wrote into the shared trained run (use TrainedRun.copy_to): {changed[:20]}"
 
 
+# ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)
+# CI starts every service and installs everything the suite uses (the CPU stack, the tiny model, Chromium),
+# so nothing it runs may skip: a skipped test would be counted as a pass that proved nothing. Only skips
+# that describe the host itself stay skips; their reasons hold one of these phrases.
+HOST_CONDITION_SKIPS = ("has an AMD GPU driver", "assumes a root path without shell-special characters")
+
+
+def _required() -> bool:
+    return os.environ.get("ROCMFT_REQUIRE_SERVICES") == "1"
+
+
+def _skip_that_fails(report) -> bool:
+    deliberate = hasattr(report, "wasxfail") or any(p in str(report.longrepr) for p in HOST_CONDITION_SKIPS)
+    return report.skipped and _required() and not deliberate
+
+
+def _fail_the_skip(report, what: str) -> None:
+    if _skip_that_fails(report):
+        report.outcome = "failed"
+        report.longrepr = f"{what} skipped although CI provides everything it needs: {report.longrepr}"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """In CI the services are started first (ROCMFT_REQUIRE_SERVICES=1): a docker/slurm test that skips is a failure."""
+    outcome = yield
+    _fail_the_skip(outcome.get_result(), "this test")
+
+
+_SKIPPED_MODULES: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module skipped at import (`pytest.importorskip` at module level) fails the run at its end (failing
+    its collection would stop every other test)."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and os.environ.get("ROCMFT_REQUIRE_SERVICES") == "1" \
-            and any(item.get_closest_marker(m) for m in ("docker", "slurm")):
-        # Deliberate, documented skips (e.g. a check for hosts with an AMD GPU driver) stay skips.
-        if "this host has an AMD GPU driver" not in str(report.longrepr):
-            report.outcome = "failed"
-            report.longrepr = f"skipped although CI started the services: {report.longrepr}"
+    if _skip_that_fails(report):
+        _SKIPPED_MODULES.append(f"{report.nodeid}: {report.longrepr}")
+
+
+# ---- nothing the test run started outlives it (tests/processes.py says how "ours" is told apart)
+
+_STARTED = datetime.now(timezone.utc)
+os.environ[processes.SESSION_VAR] = processes.Mark(processes.SESSION_VAR).token  # inherited by all we start
+
+
+@pytest.fixture
+def process_mark() -> processes.Mark:
+    """A mark for the processes one test starts (`process_mark.env(env)`): at teardown, whatever the test's
+    outcome, every process still carrying it is stopped, also one that left the test's process group."""
+    mark = processes.Mark(processes.TEST_VAR)
+    yield mark
+    mark.stop()
+
+
+def _leftover_containers(tmp_root: str) -> list:
+    from rocmft.image.docker_api import connect, daemon_configured
+    from rocmft.problems import ProblemReport
+
+    if not daemon_configured():
+        return []
+    try:
+        client = connect(timeout=60)
+    except ProblemReport:  # no daemon to ask: nothing of ours can run there
+        return []
+    return [c for c in client.containers.list(all=True) if processes.ours(c, _STARTED, tmp_root, str(ROOT))]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The run's end: every process that carries this run's mark and every container of this run that still
+    exists is a leak. Each is named, stopped or removed, and the run fails (so does a module skipped in CI)."""
+    problems = [f"skipped module: {m}" for m in _SKIPPED_MODULES]
+    mark = processes.Mark(processes.SESSION_VAR, os.environ[processes.SESSION_VAR])
+    problems += [f"still running (now stopped): {p}" for p in mark.stop()]
+    factory = getattr(session.config, "_tmp_path_factory", None)  # this run's basetemp: every tmp_path is in it
+    for container in _leftover_containers(f"{factory.getbasetemp()}/") if factory else []:
+        problems.append(f"container left behind (now removed): {container.name} ({container.status})")
+        container.remove(force=True)
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("")
+            reporter.write_sep("=", "this test run's end-of-run checks failed", red=True)
+            for line in problems:
+                reporter.write_line(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

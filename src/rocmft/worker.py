@@ -28,7 +28,7 @@ def _callbacks(run_dir: Path, train_args: dict) -> list:
     from .callbacks.stop import StopOnSignalCallback
 
     # First, so a step the watchdog stops the run at is still reported.
-    callbacks = [ProgressCallback(run_dir)]
+    callbacks = [ProgressCallback(run_dir, tokens="all" if train_args.get("neat_packing") else "non_padding")]
     recipe_file = run_dir / "recipe.resolved.yaml"
     recipe = yaml.safe_load(recipe_file.read_text()) if recipe_file.is_file() else {}
     watchdog = recipe.get("watchdog", False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -32,19 +31,29 @@ def run(trained_run: TrainedRun, client, cpu_image) -> Path:  # noqa: F811 - the
     return trained_run.path
 
 
-def serve_containers(client):  # noqa: F811
-    return client.containers.list(all=True, filters={"label": "ai.rocmft.serve"})
+def serve_containers(client, run: Path) -> list:  # noqa: F811
+    """Serve containers of this run (found by its mount: other people's tests share the daemon)."""
+    return [c for c in client.containers.list(all=True, filters={"label": "ai.rocmft.serve"})
+            if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
 
 
-def test_make_serve_in_the_container_answers_through_the_published_port(client, env, run):  # noqa: F811
+@pytest.fixture
+def removed_after(client, run):  # noqa: F811
+    """Whatever the test's outcome, no serve container of this run outlives it."""
+    yield
+    for container in serve_containers(client, run):
+        container.remove(force=True)
+
+
+def test_make_serve_in_the_container_answers_through_the_published_port(client, env, run, process_mark,  # noqa: F811
+                                                                         removed_after):
     import openai
 
-    before = {c.id for c in serve_containers(client)}
     port = free_port()
     server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "RUNTIME=docker",
-                     "SET=max_new_tokens=12 do_sample=false"], {**env, "API_KEY": KEY})
+                     "SET=max_new_tokens=12 do_sample=false"], process_mark.env({**env, "API_KEY": KEY}))
     server.wait_for("Ctrl-C stops it", timeout=300)
-    ours = [c for c in serve_containers(client) if c.id not in before]
+    ours = serve_containers(client, run)
     assert len(ours) == 1
     container = ours[0]
     assert container.labels["ai.rocmft.serve"] == "api" and container.image.labels["ai.rocmft.arch"] == "cpu"
@@ -59,29 +68,27 @@ def test_make_serve_in_the_container_answers_through_the_published_port(client, 
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0) \
             .chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}])
-    started = time.monotonic()
     server.stop(signal.SIGTERM)
-    assert_nothing_left(server, port)
-    assert time.monotonic() - started < 30
-    assert [c for c in serve_containers(client) if c.id not in before] == []  # stopped and removed
+    assert_nothing_left(server, port)  # waits for it, generously: a hang fails, a slow machine does not
+    assert serve_containers(client, run) == []  # stopped and removed by the launcher itself
 
 
-def test_make_chat_prompt_in_the_container(client, env, run):  # noqa: F811
-    before = {c.id for c in serve_containers(client)}
+def test_make_chat_prompt_in_the_container(client, env, run, removed_after):  # noqa: F811
     proc = subprocess.run(["make", "-s", "chat", f"RUN={run}", "PROMPT=hello", "RUNTIME=docker",
                            "SET=max_new_tokens=16 do_sample=false"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert proc.stdout.strip() and "INFO" not in proc.stdout
     assert f"in container rocmft-ask-{run.name}-" in proc.stderr
-    assert [c for c in serve_containers(client) if c.id not in before] == []
+    assert serve_containers(client, run) == []
 
 
 def test_a_missing_image_is_one_line_and_nothing_starts(client, env, run):  # noqa: F811
-    before = {c.id for c in client.containers.list(all=True)}
     proc = rocmft("serve", str(run), "--runtime", "docker", "--image", "rocmft:no-such-image", "--port",
                   str(free_port()), env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert errors == ["error: image: image rocmft:no-such-image is not present locally (rocmft never pulls) "
                       "(build it: `make image ARCH=cpu OFFLINE=1` (no registry needed))"]
-    assert {c.id for c in client.containers.list(all=True)} == before
+    mounting_the_run = [c for c in client.containers.list(all=True)  # others' containers come and go meanwhile
+                        if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
+    assert mounting_the_run == []

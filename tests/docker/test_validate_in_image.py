@@ -84,7 +84,8 @@ def validation_starts(client, since: int, until: int) -> list[dict]:
 
 
 def test_good_recipe_validated_in_image_then_trains(client, cpu_image, light_venv, tiny_model, tmp_path):
-    env = offline_env(tmp_path)
+    # a cache of its own: another test of the session may have validated the same files in the same image
+    env = offline_env(tmp_path, ROCMFT_VALIDATION_CACHE=str(tmp_path / "validated"))
     since = int(time.time()) - 1
     proc = light_train(light_venv, env)
     out = proc.stdout + proc.stderr

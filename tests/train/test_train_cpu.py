@@ -10,13 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT, TrainedRun, offline_env, rocmft
+from tests.conftest import ROOT, TrainedRun, offline_env, rocmft, wait_until
 
 pytestmark = pytest.mark.train
 
@@ -155,7 +154,7 @@ def test_two_processes_deepspeed_presets_match_the_previous_ones(env, preset):
 
 def test_watchdog_leaves_a_normal_run_unchanged(env, trained_run: TrainedRun):
     _, run = train(env, "nowatch", "watchdog=false")
-    assert losses(run) == trained_run.losses() and len(losses(run)) == trained_run.max_steps
+    assert losses(run) == trained_run.losses() != []
 
 
 def test_resume_continues_the_step_count_with_a_lower_learning_rate(env, trained_run: TrainedRun):
@@ -206,37 +205,30 @@ def _start(env, name, *overrides):
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for_training(run: Path, timeout=600):  # a loaded 2-core machine takes minutes to start 2 ranks
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+def _wait_for_training(run: Path, launcher: subprocess.Popen, timeout=600):
+    def logged() -> bool:
+        assert launcher.poll() is None, launcher.stdout.read()[-3000:]
         log = run / "output" / "trainer_log.jsonl"
-        if log.is_file() and log.stat().st_size > 0:
-            return
-        time.sleep(0.5)
-    raise AssertionError("training did not start")
+        return log.is_file() and log.stat().st_size > 0
+
+    wait_until(logged, timeout=timeout, what="the first logged step")
 
 
-def test_ctrl_c_saves_a_checkpoint_then_stops_every_process_and_marks_interrupted(env):
+def test_ctrl_c_saves_a_checkpoint_then_stops_every_process_and_marks_interrupted(env, process_mark):
     """Both ranks agree on the step to stop at (one all_reduce per step), save it, and exit; nothing is orphaned."""
     from rocmft import checkpoints
     from rocmft.launch import events
 
-    launcher = _start(env, "interrupted", "gpus_per_node=2")
+    launcher = _start(process_mark.env(env), "interrupted", "gpus_per_node=2")  # whatever happens, stopped at teardown
     run = runs_dir(env) / "interrupted"
-    try:
-        _wait_for_training(run)
-        tree = _children(launcher.pid)
-        assert len(tree) >= 3  # torchrun + 2 ranks
-        launcher.send_signal(signal.SIGINT)
-        out, _ = launcher.communicate(timeout=300)
-    finally:
-        if launcher.poll() is None:  # the test failed half way: leave no training behind
-            for pid in [launcher.pid, *_children(launcher.pid)]:
-                os.kill(pid, signal.SIGKILL)
+    _wait_for_training(run, launcher)
+    tree = _children(launcher.pid)
+    assert len(tree) >= 3  # torchrun + 2 ranks
+    launcher.send_signal(signal.SIGINT)
+    out, _ = launcher.communicate(timeout=300)
     assert launcher.returncode == 130, out[-3000:]
-    time.sleep(1)
-    alive = [p for p in tree if Path(f"/proc/{p}").exists() and "zombie" not in Path(f"/proc/{p}/status").read_text()]
-    assert alive == [], "orphaned processes"
+    # every process the launcher started, in its tree or not, ends (an orphan would run on for ever)
+    wait_until(lambda: process_mark.alive() == [], timeout=60, what="every process of the run gone")
     status = json.loads((run / "status.json").read_text())
     assert status["state"] == "interrupted" and status["signal"] == "SIGINT"
     [stop] = [e for e in events.read(run) if e["event"] == "stop"]
@@ -249,10 +241,10 @@ def test_ctrl_c_saves_a_checkpoint_then_stops_every_process_and_marks_interrupte
     assert f"interrupted by SIGINT at step {step}: {checkpoint} saved" in out
 
 
-def test_a_killed_rank_fails_the_job_naming_the_rank(env):
-    launcher = _start(env, "killed", "gpus_per_node=2")
+def test_a_killed_rank_fails_the_job_naming_the_rank(env, process_mark):
+    launcher = _start(process_mark.env(env), "killed", "gpus_per_node=2")
     run = runs_dir(env) / "killed"
-    _wait_for_training(run)
+    _wait_for_training(run, launcher)
     rank1 = [p for p in _children(launcher.pid)
              if b"LOCAL_RANK=1\x00" in Path(f"/proc/{p}/environ").read_bytes()]
     assert rank1, "rank 1 not found"

@@ -205,13 +205,27 @@ def test_doctor_driver_without_gpus_and_unknown_arch():
 
 
 def test_gather_reads_this_machine():
+    """Each fact against this machine read another way (the kernel's own files, the standard library)."""
+    import pwd
+    import socket
+
     facts = host.gather(tools=False)
-    assert facts.uid == os.getuid() and facts.project_root
-    assert facts.has_gpu == bool(facts.gpus)
+    assert (facts.uid, facts.gid, facts.user) == (os.getuid(), os.getgid(), pwd.getpwuid(os.getuid()).pw_name)
+    assert facts.project_root == str(ROOT) and facts.hostname == socket.gethostname()
+    assert set(facts.groups) == {os.getgid(), *os.getgroups()}
+    shm = os.statvfs("/dev/shm")
+    assert facts.shm_bytes == shm.f_blocks * shm.f_frsize
+    assert facts.kernel_cmdline == Path("/proc/cmdline").read_text().strip()
+    # GPUs: what KFD lists (nodes with SIMDs); none on a machine without the amdgpu driver, as here in CI
+    kfd = Path("/sys/class/kfd/kfd/topology/nodes")
+    simd_nodes = [n for n in kfd.glob("*/properties") if "\nsimd_count 0\n" not in "\n" + n.read_text()] \
+        if kfd.is_dir() else []
+    assert len(facts.gpus) == len(simd_nodes) and facts.has_gpu == bool(simd_nodes)
+    assert ("/dev/kfd" in facts.devices) == os.path.exists("/dev/kfd")
     json.dumps(facts.to_dict())  # plain data
 
 
-@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this machine has an AMD GPU driver")
+@pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this host has an AMD GPU driver")
 def test_make_doctor_on_a_machine_without_gpu():
     env = {k: v for k, v in os.environ.items() if k != "DOCKER_HOST"}
     env["DOCKER_HOST"] = "unix:///nonexistent/docker.sock"  # a configured but absent daemon: a warning here

@@ -71,3 +71,16 @@ def test_the_worker_registers_progress_first(tmp_path, monkeypatch):
     (tmp_path / "recipe.resolved.yaml").write_text("watchdog: {}\n")
     names = [type(c).__name__ for c in worker._callbacks(tmp_path, {})]
     assert names == ["ProgressCallback", "WatchdogCallback", "StopOnSignalCallback"]  # a step the watchdog stops at is still reported
+
+
+def test_a_packed_run_counts_all_tokens_a_padded_one_the_non_padding_ones(tmp_path, monkeypatch):
+    """With neat_packing LLaMA-Factory's attention mask is a 4-D float mask: its sum (the Trainer's
+    "non_padding" count) is no token count, and the run would show no tokens/s."""
+    from rocmft import worker
+
+    monkeypatch.delenv("ROCMFT_METRICS", raising=False)
+    for train_args, mode in (({"neat_packing": True}, "all"), ({}, "non_padding")):
+        progress = worker._callbacks(tmp_path, train_args)[0]
+        args = _args()
+        progress.on_train_begin(args, TrainerState(), TrainerControl())
+        assert args.include_num_input_tokens_seen == mode

@@ -3,17 +3,41 @@ import json
 import pytest
 import yaml
 
-from rocmft import arches, recipes, render
+from rocmft import arches, recipes, render, runs
 from rocmft.problems import ProblemReport
 
 SHIPPED = recipes.available()
 
 
-@pytest.mark.parametrize("name", SHIPPED)
-def test_render_is_byte_stable(name):
-    r = recipes.load(name)
-    a, b = render.render(r, "runs/x"), render.render(recipes.load(name), "runs/x")
-    assert a.train_yaml == b.train_yaml and a.ds_config == b.ds_config
+RENDER_ALL = """
+import hashlib, json
+from rocmft import recipes, render
+out = {}
+for name in recipes.available():
+    r = render.render(recipes.load(name), "runs/x")
+    out[name] = hashlib.sha256((r.train_yaml + "\\0" + (r.ds_config or "")).encode()).hexdigest()
+print(json.dumps(out))
+"""
+
+
+def test_render_is_byte_stable_across_processes_and_hash_seeds():
+    """Two fresh interpreters with different string-hash seeds (set and dict-of-set orders differ between
+    them) render every shipped recipe to the same bytes as this process."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    def in_process(seed: str) -> dict:
+        proc = subprocess.run([sys.executable, "-c", RENDER_ALL], env={**os.environ, "PYTHONHASHSEED": seed},
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    here = {name: hashlib.sha256((r.train_yaml + "\0" + (r.ds_config or "")).encode()).hexdigest()
+            for name in SHIPPED for r in [render.render(recipes.load(name), "runs/x")]}
+    assert in_process("1") == in_process("2") == here
+    assert sorted(here) == sorted(SHIPPED)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -29,12 +53,14 @@ def test_rendered_yaml_is_what_it_says(name):
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_yaml_and_deepspeed_precision_agree(name):
+def test_yaml_and_deepspeed_precision_agree(name, tmp_path):
     r = recipes.load(name)
     out = render.render(r, "runs/x")
-    if out.ds_config is None:
+    runs.write_inputs(tmp_path, r.to_dict(), out.train_yaml, out.ds_config)
+    if r.deepspeed == "none":  # no DeepSpeed: no JSON rendered, none written, none named in the YAML
+        assert out.ds_config is None and not (tmp_path / "ds_config.json").exists() and "deepspeed" not in out.args
         return
-    ds = json.loads(out.ds_config)
+    ds = json.loads((tmp_path / "ds_config.json").read_text())
     assert ds["bf16"]["enabled"] is out.args["bf16"]
     assert ds["fp16"]["enabled"] is out.args["fp16"]
 

@@ -7,6 +7,8 @@ trainer_log.jsonl.
 
 Tokens/s: the Trainer's own count (`state.num_input_tokens_seen`, gathered over all ranks), switched on at
 on_train_begin as "non_padding" unless something already asked for a count (the bench's metrics callback).
+With `neat_packing` the attention mask is a 4-D float mask (0 where a token may attend, the dtype's minimum
+elsewhere), whose sum is no token count: "all" then (packed rows carry almost no padding), as the bench does.
 Peak memory at the end: allocated on the GPU, or the process's peak RSS on CPU, the maximum over ranks (a
 collective, so every rank takes part in on_train_end; only rank 0 writes).
 
@@ -37,9 +39,10 @@ def _number(value: Any) -> float | None:
 
 
 class ProgressCallback(TrainerCallback):
-    def __init__(self, run_dir: Path | str, clock=time.time):
+    def __init__(self, run_dir: Path | str, clock=time.time, tokens: str = "non_padding"):
         self.path = events.path(run_dir)
         self.clock = clock
+        self.tokens = tokens  # the Trainer's include_num_input_tokens_seen: "non_padding", or "all" when packed
         self._began: float | None = None
         self._start_step = 0
         self._last: tuple[float, int] | None = None  # (time, tokens) at the previous logged step
@@ -55,7 +58,7 @@ class ProgressCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if str(getattr(args, "include_num_input_tokens_seen", "no")) in ("no", "False"):
-            args.include_num_input_tokens_seen = "non_padding"  # read by the Trainer at every micro-batch
+            args.include_num_input_tokens_seen = self.tokens  # read by the Trainer at every micro-batch
         self._cuda = cuda_in_use()
         self._began = self.clock()
         self._start_step = int(state.global_step or 0)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from .workload import Workload
 
 GIB = float(1 << 30)
-LOGITS_BYTES_PER_ENTRY = 14  # measured, see logits_gib
+LOGITS_BYTES_PER_ENTRY = 12  # measured, see logits_gib
 # Model types LLaMA-Factory 0.9.5 applies Liger to (llamafactory/model/model_utils/liger_kernel.py).
 LIGER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "granite",
                      "olmo2", "glm", "glm4")
@@ -136,10 +136,13 @@ def activations_gib(w: Workload) -> float:
 
 
 def logits_gib(w: Workload) -> float:
-    """transformers' ForCausalLMLoss upcasts logits to fp32 before cross-entropy (bf16 logits 2 + fp32 copy 4 +
-    fp32 log-softmax 4, then fp32 and bf16 gradients): 14 bytes per token per vocabulary entry at the peak, as
-    measured with torch.profiler (profile_memory) over a forward+backward of a 1-layer LlamaForCausalLM with a
-    32k vocabulary in bf16 on CPU (14.09). 14 GiB for 4x2048 tokens of a 128k vocabulary."""
+    """transformers' ForCausalLMLoss upcasts the logits to fp32 before cross-entropy (bf16 logits 2 + fp32 copy 4 +
+    fp32 log-softmax 4 in forward); the Trainer's compute_loss returns the loss alone, so the model's outputs,
+    bf16 logits included, are gone before backward, whose peak is the saved log-softmax 4 + its gradient 4 +
+    the fp32 logits' gradient 4: 12 bytes per token per vocabulary entry. Measured as a fresh process's peak
+    resident set over that forward + backward of a 1-layer bf16 LlamaForCausalLM with a 32k vocabulary on CPU:
+    12.0 (14.0 when the caller keeps the outputs through backward, which the Trainer does not):
+    tests/unit/plan/test_plan_activations_measured.py. 11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
     tokens = w.tokens_per_micro_batch
     if liger_applies(w):
         # Liger's fused linear cross-entropy computes the loss in chunks and never holds the full logits.

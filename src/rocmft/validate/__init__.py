@@ -100,10 +100,16 @@ def cache_dir() -> Path:
 
 
 def already_valid(key: str) -> bool:
-    return (cache_dir() / key).is_file()
+    try:
+        return (cache_dir() / key).is_file()
+    except OSError:  # a cache this user cannot read (made by root, say): validate, as without one
+        return False
 
 
 def remember_valid(key: str) -> None:
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / key).touch()
+    try:
+        folder = cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / key).touch()
+    except OSError:  # nor write: the next run validates again, nothing worse
+        pass

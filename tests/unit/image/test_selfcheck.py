@@ -1,5 +1,10 @@
-"""The image's build-time self-check, against fake torch/llamafactory/deepspeed modules (no imports of
-the real stack: fast, and the ROCm branch can be exercised on a CPU machine)."""
+"""The image's build-time self-check.
+
+The CPU branch runs against this venv's real stack (the CPU image installs the same lock): its passes and
+its failures (a torch, DeepSpeed, LLaMA-Factory or Python other than expected, a package that cannot
+import) come from the real packages. The ROCm branch cannot run here (no ROCm torch, no flash-attn build):
+those tests install FAKE torch/llamafactory/deepspeed/flash_attn modules and say so in their names; they
+show the checks' logic on what a ROCm image reports, not that a ROCm image passes."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import pytest
 from rocmft.image import selfcheck
 
 
-def install_fakes(monkeypatch, *, torch_version="2.10.0+rocm7.2.4", hip="7.2.26000", cuda=None,
+def install_fake_rocm_stack(monkeypatch, *, torch_version="2.10.0+rocm7.2.4", hip="7.2.26000", cuda=None,
                   lf="0.9.5", ds="0.19.8", broken_lf=False, fa_triton=False):
     fa = types.ModuleType("flash_attn")
     fa.__path__ = []
@@ -50,7 +55,7 @@ def install_fakes(monkeypatch, *, torch_version="2.10.0+rocm7.2.4", hip="7.2.260
     monkeypatch.setitem(sys.modules, "deepspeed.accelerator", acc)
 
 
-def fake_installed(monkeypatch, dists: dict[str, str]):
+def fake_installed_dists(monkeypatch, dists: dict[str, str]):
     monkeypatch.setattr(selfcheck, "_installed", lambda: dict(dists))
 
 
@@ -62,88 +67,104 @@ def by_name(checks):
     return {c.name: c for c in checks}
 
 
-def test_rocm_image_passes(monkeypatch):
-    install_fakes(monkeypatch)
-    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "torch": "2.10.0"})
+def test_fake_rocm_stack_passes(monkeypatch):
+    install_fake_rocm_stack(monkeypatch)
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "torch": "2.10.0"})
     checks = selfcheck.run_checks(**ROCM)
     assert all(c.ok for c in checks), checks
     assert "HIP 7.2.26000" in by_name(checks)["torch"].detail
 
 
-def test_triton_flash_attn_imported_without_its_runtime_variable_fails(monkeypatch):
+def test_fake_rocm_stack_triton_flash_attn_imported_without_its_runtime_variable_fails(monkeypatch):
     # flash-attn 2.8.3 flash_attn/flash_attn_interface.py: USE_TRITON_ROCM is read at import; a Triton build
     # imported with it off would look for flash_attn_2_cuda, which was never compiled.
-    install_fakes(monkeypatch, fa_triton=False)
-    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "torch": "2.10.0"})
+    install_fake_rocm_stack(monkeypatch, fa_triton=False)
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "torch": "2.10.0"})
     rdna = {**ROCM, "arch": "gfx1100", "flash_attn": "triton"}
     assert not by_name(selfcheck.run_checks(**rdna))["flash-attn imports"].ok
-    install_fakes(monkeypatch, fa_triton=True)
+    install_fake_rocm_stack(monkeypatch, fa_triton=True)
     check = by_name(selfcheck.run_checks(**rdna))["flash-attn imports"]
     assert check.ok and "Triton" in check.detail
 
 
-def test_cuda_torch_on_a_rocm_image_fails(monkeypatch):
-    install_fakes(monkeypatch, torch_version="2.10.0+cu128", hip=None, cuda="12.8")
-    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "nvidia-cublas-cu12": "12.8"})
+def test_fake_cuda_torch_on_a_rocm_image_fails(monkeypatch):
+    install_fake_rocm_stack(monkeypatch, torch_version="2.10.0+cu128", hip=None, cuda="12.8")
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "nvidia-cublas-cu12": "12.8"})
     checks = by_name(selfcheck.run_checks(**ROCM))
     assert not checks["torch"].ok
     assert not checks["no nvidia packages"].ok and "nvidia-cublas-cu12" in checks["no nvidia packages"].detail
 
 
-def test_replaced_torch_version_fails(monkeypatch):
-    install_fakes(monkeypatch, torch_version="2.14.0+rocm7.2")
-    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2"})
+def test_fake_rocm_stack_missing_kernels_are_reported(monkeypatch):
+    install_fake_rocm_stack(monkeypatch)
+    fake_installed_dists(monkeypatch, {})
     checks = by_name(selfcheck.run_checks(**ROCM))
-    assert not checks["torch"].ok and "expected 2.10.0" in checks["torch"].detail
-
-
-def test_cpu_image_checks(monkeypatch):
-    install_fakes(monkeypatch, torch_version="2.13.0+cpu", hip=None)
-    fake_installed(monkeypatch, {"torch": "2.13.0+cpu"})
-    checks = by_name(selfcheck.run_checks(arch="cpu", torch_from="wheels", torch_version="2.13.0", llamafactory="0.9.5",
-                                          deepspeed="0.19.8", flash_attn="none", flash_attn_mode="auto",
-                                          flash_attn_version="2.8.3.post2", bitsandbytes=""))
-    assert all(c.ok for c in checks.values()), checks
-    assert "torchvision removed" in checks
-    fake_installed(monkeypatch, {"torchvision": "0.28.0"})
-    checks = by_name(selfcheck.run_checks(arch="cpu", torch_from="wheels", torch_version="2.13.0", llamafactory="0.9.5",
-                                          deepspeed="0.19.8", flash_attn="none", flash_attn_mode="auto",
-                                          flash_attn_version="", bitsandbytes=""))
-    assert not checks["torchvision removed"].ok
-
-
-def test_import_failure_and_missing_kernels_are_reported(monkeypatch):
-    install_fakes(monkeypatch, broken_lf=True, ds="0.18.0")
-    fake_installed(monkeypatch, {})
-    checks = by_name(selfcheck.run_checks(**ROCM))
-    assert not checks["llamafactory imports"].ok and "ModuleNotFoundError" in checks["llamafactory imports"].detail
-    assert not checks["deepspeed imports"].ok
     assert not checks["flash-attn"].ok and "missing" in checks["flash-attn"].detail
     assert not checks["bitsandbytes"].ok
 
 
-def test_skipped_flash_attn_must_be_absent(monkeypatch):
-    install_fakes(monkeypatch)
-    fake_installed(monkeypatch, {"bitsandbytes": "0.50.2"})
+def real_cpu(**changes) -> dict:
+    """The CPU image's expectations, met by this venv (the same lock)."""
+    import importlib.metadata as md
+
+    return {**dict(arch="cpu", torch_from="wheels", torch_version=md.version("torch").split("+")[0],
+                   llamafactory=md.version("llamafactory"), deepspeed=md.version("deepspeed"), flash_attn="none",
+                   flash_attn_mode="auto", flash_attn_version="", bitsandbytes=""), **changes}
+
+
+def test_real_cpu_stack_passes_with_every_import():
+    found = by_name(selfcheck.run_checks(**real_cpu()))
+    assert all(c.ok for c in found.values()), found
+    assert set(found) == {"torch", "no nvidia packages", "llamafactory imports", "deepspeed imports", "flash-attn",
+                          "bitsandbytes", "torchaudio imports", "torchvision removed"}
+    assert "CPU build: cuda=None, hip=None" in found["torch"].detail
+    assert "accelerator cpu" in found["deepspeed imports"].detail
+
+
+def test_real_cpu_stack_against_other_expected_versions_fails():
+    found = by_name(selfcheck.run_checks(**real_cpu(torch_version="2.12.0", deepspeed="0.18.0", llamafactory="0.9.4",
+                                                   bitsandbytes="0.50.2")))
+    assert not found["torch"].ok and "expected 2.12.0" in found["torch"].detail
+    assert not found["deepspeed imports"].ok and "expected 0.18.0" in found["deepspeed imports"].detail
+    assert not found["llamafactory imports"].ok and "expected 0.9.4" in found["llamafactory imports"].detail
+    assert not found["bitsandbytes"].ok and "missing" in found["bitsandbytes"].detail  # not in the CPU venv
+
+
+def test_real_cpu_stack_a_package_that_cannot_import_is_reported(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llamafactory", None)  # the import raises, as with a broken install
+    found = by_name(selfcheck.run_checks(**real_cpu()))
+    assert not found["llamafactory imports"].ok and "ModuleNotFoundError" in found["llamafactory imports"].detail
+    assert found["torch"].ok and found["deepspeed imports"].ok  # each check on its own
+
+
+def test_real_cpu_stack_with_torchvision_listed_fails(monkeypatch):
+    """The one fake here: the list of installed distributions gains PyPI's CUDA torchvision."""
+    fake_installed_dists(monkeypatch, {**selfcheck._installed(), "torchvision": "0.28.0"})
+    assert not by_name(selfcheck.run_checks(**real_cpu()))["torchvision removed"].ok
+
+
+def test_fake_rocm_stack_skipped_flash_attn_must_be_absent(monkeypatch):
+    install_fake_rocm_stack(monkeypatch)
+    fake_installed_dists(monkeypatch, {"bitsandbytes": "0.50.2"})
     checks = by_name(selfcheck.run_checks(**{**ROCM, "flash_attn_mode": "skip"}))
     assert checks["flash-attn"].ok and "FLASH_ATTN=skip" in checks["flash-attn"].detail
 
 
-def test_main_writes_and_shows_the_report(monkeypatch, tmp_path, capsys):
-    install_fakes(monkeypatch)
-    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2"})
+def test_main_writes_and_shows_the_report_real_cpu_stack(tmp_path, capsys):
+    expected = real_cpu()
     out = tmp_path / "selfcheck.json"
-    argv = ["--arch", "gfx942", "--torch-from", "base", "--torch", "2.10.0", "--llamafactory", "0.9.5",
-            "--deepspeed", "0.19.8", "--flash-attn", "ck", "--flash-attn-version", "2.8.3.post2",
-            "--bitsandbytes", "0.50.2", "--write", str(out)]
+    argv = ["--arch", "cpu", "--torch-from", "wheels", "--torch", expected["torch_version"], "--llamafactory",
+            expected["llamafactory"], "--deepspeed", expected["deepspeed"], "--flash-attn", "none",
+            "--python", "{}.{}".format(*sys.version_info[:2]), "--write", str(out)]
     assert selfcheck.main(argv) == 0
     data = json.loads(out.read_text())
-    assert data["passed"] and data["arch"] == "gfx942"
+    assert data["passed"] and data["arch"] == "cpu"
     assert selfcheck.main(["--show", str(out)]) == 0
     assert "PASSED" in capsys.readouterr().out
     data["passed"] = False
     out.write_text(json.dumps(data))
     assert selfcheck.main(["--show", str(out)]) == 1
+    assert selfcheck.main([*argv[:5], "2.0.0", *argv[6:]]) == 1  # a torch other than the one expected
 
 
 def test_main_needs_the_expectations():
@@ -151,22 +172,7 @@ def test_main_needs_the_expectations():
         selfcheck.main(["--arch", "cpu"])
 
 
-def test_python_version_is_checked(monkeypatch):
-    install_fakes(monkeypatch)
-    fake_installed(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2"})
+def test_python_version_is_checked_real_cpu_stack():
     here = "{}.{}".format(*sys.version_info[:2])
-    assert by_name(selfcheck.run_checks(**ROCM, python=here))["python"].ok
-    assert not by_name(selfcheck.run_checks(**ROCM, python="2.7"))["python"].ok
-
-
-def test_cpu_self_check_imports_what_the_cpu_image_ships():
-    # The real stack of this venv (the CPU image's is the same lock): every import the check claims must work.
-    import importlib.metadata as md
-
-    checks = selfcheck.run_checks(arch="cpu", torch_from="wheels", torch_version=md.version("torch").split("+")[0],
-                                  llamafactory=md.version("llamafactory"), deepspeed=md.version("deepspeed"),
-                                  flash_attn="none", flash_attn_mode="auto", flash_attn_version="", bitsandbytes="")
-    found = by_name(checks)
-    for name in ("torch", "llamafactory imports", "deepspeed imports", "torchaudio imports"):
-        assert found[name].ok, found[name]
-    assert found["flash-attn"].ok and "flash-attn imports" not in found
+    assert by_name(selfcheck.run_checks(**real_cpu(), python=here))["python"].ok
+    assert not by_name(selfcheck.run_checks(**real_cpu(), python="2.7"))["python"].ok

@@ -10,6 +10,7 @@ import time
 from rocmft.launch import events, joblog, summary
 from rocmft.launch.progress import Watch
 from rocmft.launch.terminal import Display
+from tests.conftest import wait_until
 
 
 def step(n, total=12, loss=6.5, tokens=None, elapsed=None, **extra):
@@ -246,7 +247,8 @@ def test_watch_shows_project_lines_and_steps_from_events_not_the_text(tmp_path):
         watch.feed(NOISE[:30])
         watch.feed(NOISE[30:])
         writer.join()
-        time.sleep(0.4)
+        # shown by the follower thread while the job runs, not only by close()'s last poll
+        wait_until(lambda: out.getvalue().count("[rocmft] step ") == 2, what="the follower showing both steps")
     lines = out.getvalue().splitlines()
     assert lines[0] == "[rocmft] resumed with learning_rate 0.001"
     assert [line.split()[2] for line in lines[1:3]] == ["1/2", "2/2"]
@@ -303,7 +305,7 @@ def test_verbose_step_lines_never_land_on_a_bar_ended_by_a_carriage_return(tmp_p
     with Watch(tmp_path, out, verbose=True) as watch:
         watch.feed(b" 8%|8   | 1/12 [00:00<00:00]\r")
         events.path(tmp_path).write_text(events.encode(step(1)))
-        time.sleep(0.5)
+        wait_until(lambda: "[rocmft] step 1/12" in out.getvalue(), what="the follower showing step 1")
         watch.feed(b"next line\n")
     text = out.getvalue()
     assert "\r\n[rocmft] step 1/12  loss" in text and text.endswith("next line\n")

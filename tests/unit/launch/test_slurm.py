@@ -1,6 +1,8 @@
 """RUNTIME=slurm as data: the sbatch script for 2 x 8 gfx942 pinned line by line, the container wrappers
 (Apptainer cannot be installed on CI machines, so its exact command is tested as data), quoting through a real
-bash, the checks that run before anything is submitted, and submission against a stand-in `sbatch`.
+bash, the checks that run before anything is submitted, and submission against a stand-in `sbatch` (plan as
+data: the commands rocmft hands sbatch and what it does with the answer; Slurm's own answers, a refusal
+included, come from the real cluster in tests/slurm/test_slurm_train.py).
 
 The real 2-node training on a real Slurm cluster is tests/slurm/test_slurm_train.py.
 """
@@ -417,7 +419,7 @@ def test_root_cause_of_a_killed_job_is_the_first_node_that_exited():
     assert slurm.root_cause("no srun lines", 137) == (137, [])
 
 
-# ---------------------------------------------------------------- launch: render only, and a stand-in sbatch
+# ---------------------------------------------------------------- launch: render only, and a stand-in sbatch (plan as data)
 
 def test_submit_0_renders_into_the_run_dir(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
@@ -463,17 +465,19 @@ def fake_sbatch(monkeypatch, tmp_path):
     return tmp_path / "sbatch.log"
 
 
-def test_slurms_refusal_is_shown_verbatim_and_nothing_is_written(fake_sbatch, monkeypatch):
+def test_stand_in_sbatch_plan_as_data_test_only_comes_first_and_a_refusal_writes_nothing(fake_sbatch, monkeypatch):
+    """What rocmft does: `sbatch --test-only` before the run dir exists, and nothing else when it refuses. The
+    refusal's text is the stand-in's own; Slurm's is tests/slurm/...::test_a_partition_that_does_not_exist."""
     monkeypatch.setenv("FAKE_SBATCH_REFUSE", "1")
     prep = prepared("tiny-cpu", nodes=2)
     with pytest.raises(ProblemReport) as err:
         slurm.launch(prep, args(container="none", partition="nope"))
-    assert "sbatch: error: invalid partition specified: nope" in str(err.value)
+    assert "sbatch: error: invalid partition specified: nope" in str(err.value)  # passed on, whatever it says
     assert not prep.run_dir.exists()
     assert fake_sbatch.read_text().splitlines() == ["--test-only"]
 
 
-def test_submission_prints_the_job_id_and_how_to_follow_it(fake_sbatch, capsys):
+def test_stand_in_sbatch_plan_as_data_the_job_id_and_how_to_follow_it(fake_sbatch, capsys):
     prep = prepared("tiny-cpu", nodes=2)
     assert slurm.launch(prep, args(container="none")) == 0
     out = capsys.readouterr().out

@@ -1,8 +1,20 @@
-"""Calibration points the planner must reproduce: published measurements with their URLs, and the two cases a
-review derived from DeepSpeed's and PEFT's source, each with the tolerance it is held to.
+"""The planner checked against the world: published figures and formulas, each with its source and setup,
+and the tolerance it is held to; none of them is the planner's own output.
 
-A change to the memory model that moves a point out of its tolerance is a finding to explain in docs/plan.md,
-not a number to loosen here.
+- Memory: LLaMA-Factory's hardware table (an estimate, +-20%); the ZeRO paper's Table 1 (model states per
+  GPU for each stage and data-parallel degree); Korthikanti et al.'s 2sbh bytes a checkpointed layer keeps;
+  Unsloth's measured maximum context; one decoder layer's saved tensors and the loss path's peak bytes per
+  logit, measured on CPU (test_plan_activations_measured.py runs those measurements).
+- Throughput: PaLM's published MFU from its tokens/s, chips and peak (the FLOPs-per-token formula, attention
+  included); Llama 3's published training FLOPs (the parameter count behind 6N); the ZeRO paper's ZeRO-3
+  communication volume (1.5x data parallelism); the LoRA paper's speedup over full fine-tuning.
+
+Two more cases, Llama-3-70B ZeRO-3 and Llama-3-8B LoRA on a GPU, are REGRESSION PINS, kept apart below: the
+planner's own answers when a review derived them from DeepSpeed's and PEFT's source, frozen so that a change
+is noticed. They are not calibration: no outside figure stands behind them.
+
+A change that moves a point out of its tolerance is a finding to explain in docs/plan.md, not a number to
+loosen here.
 """
 
 from __future__ import annotations
@@ -11,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from rocmft.plan import activations, check, memory
+from rocmft.plan import activations, check, memory, throughput
 from rocmft.plan.workload import Workload
 from tests.unit.plan.conftest import make_recipe
 
@@ -31,17 +43,9 @@ class Point:
 
 
 README = "https://github.com/hiyouga/LLaMA-Factory#hardware-requirement"
-STAGE3 = "https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/zero/stage3.py"
-PEFT_LORA = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/layer.py"
 # LLaMA-Factory's defaults the README's table was estimated with: one GPU, no DeepSpeed, checkpointing on,
 # LoRA rank 8 on all linears without dropout, batch 1 x 1024 tokens, a Llama-2-7B (the 7B of its era).
 _7B = {"arch": "gfx942", "lora_rank": 8, "lora_target": "all", "lora_dropout": 0.0}
-_70B_FULL = {"arch": "gfx942", "gpus": 8, "deepspeed": "zero3", "finetuning_type": "full",
-             "model_name_or_path": "meta-llama/Meta-Llama-3-70B", "cutoff_len": 2048,
-             "per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}
-_8B_LORA = {"arch": "gfx942", "model_name_or_path": "meta-llama/Meta-Llama-3-8B", "finetuning_type": "lora",
-            "lora_rank": 16, "lora_target": "all", "lora_dropout": 0.05, "cutoff_len": 2048,
-            "per_device_train_batch_size": 4, "disable_gradient_checkpointing": True}
 
 POINTS = [
     Point("LLaMA-Factory 7B full, bf16 AMP", README, {**_7B, "finetuning_type": "full"}, 120, "GiB", 0.8, 1.2,
@@ -51,17 +55,6 @@ POINTS = [
     Point("LLaMA-Factory 7B LoRA", README, _7B, 16, "GiB", 0.8, 1.2),
     Point("LLaMA-Factory 7B QLoRA 8-bit", README, {**_7B, "quantization_bit": 8}, 10, "GiB", 0.8, 1.2),
     Point("LLaMA-Factory 7B QLoRA 4-bit", README, {**_7B, "quantization_bit": 4}, 6, "GiB", 0.8, 1.2),
-    # DeepSpeed steps one sub-group (sub_group_size 1e9) at a time: 70.55B params / 8 x 16 bytes = 131.4 GiB of
-    # states + 3.8 GiB gathered weights/grads + 8.2 GiB checkpointed activations + 6.9 GiB logits = 150.3 GiB
-    # allocated, and the 7.5-8.4 GiB step temporaries come after backward. (Before: 8 bytes over the whole
-    # 8.8B-element partition, 65.7 GiB, planned 208.5 GiB and "does not fit".)
-    Point("Llama-3-70B full FT, 8x gfx942, ZeRO-3, checkpointing, 2x2048", STAGE3, _70B_FULL, 153, "GiB allocated",
-          150 / 153, 156 / 153, "stage3.py _prepare_fp32_grad_for_sub_group / _release_sub_group"),
-    # GPU LoRA: fused dropout keeps a 1-byte mask, each adapter a bf16 copy of its input; frozen base linears and
-    # norm weights keep nothing for weight gradients. (Before: an fp32 noise tensor per adapter input and the
-    # frozen layers' inputs: 136.6 GiB.)
-    Point("Llama-3-8B LoRA r16, 1x gfx942, 4x2048, no checkpointing (GPU)", PEFT_LORA, _8B_LORA, 100, "GiB",
-          0.95, 1.05, "peft Linear.forward + aten native_dropout"),
 ]
 
 
@@ -79,8 +72,147 @@ def test_calibration_point(point):
         f"within x{point.low:.3f}-x{point.high:.3f}")
 
 
-def test_the_corrected_cases_decide_as_the_sources_do():
-    _, plan = planned(next(p for p in POINTS if p.url == STAGE3))
+# ---------------------------------------------------------------- ZeRO: the paper's own table
+
+ZERO = "https://arxiv.org/abs/1910.02054"  # Rajbhandari et al. 2020, "ZeRO", Table 1
+# Model-state memory per GPU of a 7.5B model with mixed-precision Adam (K = 12), in GB (1e9 bytes), by
+# data-parallel degree N_d: P_os+g = 2Psi + 14Psi/N_d (stage 2), P_os+g+p = 16Psi/N_d (stage 3).
+ZERO_TABLE_1 = {("zero2", 4): 41.3, ("zero2", 16): 21.6, ("zero2", 64): 16.6,
+                ("zero3", 4): 30.0, ("zero3", 16): 7.5, ("zero3", 64): 1.88}
+STATES = ("trainable", "gradients", "optimizer", "master")  # weights, gradients, Adam m+v, fp32 master
+
+
+@pytest.mark.parametrize("stage,gpus", list(ZERO_TABLE_1), ids=[f"{s}-Nd{n}" for s, n in ZERO_TABLE_1])
+def test_model_states_per_gpu_are_the_zero_papers_table_1(stage, gpus):
+    nodes, per_node = (gpus // 8, 8) if gpus > 8 else (1, gpus)
+    plan = check(make_recipe(arch="gfx942", gpus=per_node, nodes=nodes, deepspeed=stage, finetuning_type="full"),
+                 strict=True)
+    psi = plan.workload.model.total_params
+    per_param = sum(plan.memory.gib(key) for key in STATES) * GIB / psi  # bytes per parameter of the model
+    assert per_param * 7.5e9 / 1e9 == pytest.approx(ZERO_TABLE_1[stage, gpus], rel=0.01)  # the table's rounding
+
+
+# ---------------------------------------------------------------- checkpointed activations
+
+KORTHIKANTI = "https://arxiv.org/abs/2205.05198"  # Korthikanti et al. 2022, sec. 5 (full recomputation)
+
+
+def test_full_recomputation_keeps_each_layers_16_bit_input():
+    """With every layer checkpointed only its input stays: 2sbh bytes per layer in 16 bits (sec. 5). Each added
+    layer must add exactly that; what does not grow with depth (one layer's recomputed activations, the
+    embedding output) drops out of the difference."""
+    setup = dict(arch="gfx942", finetuning_type="full", cutoff_len=2048, per_device_train_batch_size=2)
+    w = check(make_recipe(model_name_or_path="meta-llama/Meta-Llama-3-8B", **setup), strict=True).workload
+    assert w.gradient_checkpointing and w.precision == "bf16"
+    m = w.model
+    deeper = replace(w, model=replace(m, num_hidden_layers=m.num_hidden_layers + 8))
+    s, b, h = w.cutoff_len, w.micro_batch, m.hidden_size
+    added = (activations.activations_gib(deeper) - activations.activations_gib(w)) * GIB
+    assert added == pytest.approx(8 * 2 * s * b * h, rel=1e-9)
+
+
+# ---------------------------------------------------------------- FLOPs per token against published counts
+
+PALM = "https://arxiv.org/abs/2204.02311"  # Chowdhery et al. 2022, Table 3 and appendix B
+# PaLM 540B: 118 layers, d_model 18432, 48 heads of 256, multi-query (one K/V head), SwiGLU with d_ff = 4 d_model,
+# 256k shared vocabulary (sec. 2, Table 1); trained at 2048 tokens, 238.3K tokens/s on 6144 TPU v4 chips of
+# 275 bf16 TFLOP/s: MFU 46.2% (Table 3), counted with 6N + 12LHQT FLOPs per token (appendix B).
+PALM_540B = {"hidden_size": 18432, "intermediate_size": 73728, "num_hidden_layers": 118, "num_attention_heads": 48,
+             "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 256000, "tie_word_embeddings": True,
+             "model_type": "llama"}
+
+
+def test_flops_per_token_reproduce_palms_published_mfu():
+    w = check(make_recipe(arch="gfx942", plan={"model": PALM_540B}, finetuning_type="full", cutoff_len=2048,
+                          disable_gradient_checkpointing=True), strict=True).workload
+    assert w.model.total_params == pytest.approx(540.35e9, rel=1e-3)  # the paper's parameter count
+    mfu = 238.3e3 * throughput.flops_per_token(w)[0] / (6144 * 275e12)
+    assert mfu == pytest.approx(0.462, abs=0.001)
+
+
+LLAMA3 = "https://arxiv.org/abs/2407.21783"  # Dubey et al. 2024, "The Llama 3 Herd of Models", sec. 3.2.1, Table 3
+# 405B: 126 layers, model dimension 16384, FFN 53248, 128 heads, 8 KV heads, 128K vocabulary (Table 3; the
+# released config's 128256); "pre-trained ... using 3.8 x 10^25 FLOPs" on 15.6T tokens, i.e. 6 N D.
+LLAMA3_405B = {"hidden_size": 16384, "intermediate_size": 53248, "num_hidden_layers": 126, "num_attention_heads": 128,
+               "num_key_value_heads": 8, "vocab_size": 128256, "model_type": "llama"}
+
+
+def test_the_6n_part_reproduces_llama_3s_training_flops():
+    w = check(make_recipe(arch="gfx942", plan={"model": LLAMA3_405B}, finetuning_type="full", cutoff_len=8192),
+              strict=True).workload
+    assert w.model.total_params == pytest.approx(405e9, rel=0.005)
+    parts = dict(throughput.flops_per_token(replace(w, cutoff_len=0))[1])  # no attention term: the paper's 6N
+    assert sum(parts.values()) * 15.6e12 == pytest.approx(3.8e25, rel=0.015)  # 3.8: two significant digits
+
+
+def test_zero3_moves_one_and_a_half_times_the_data_parallel_volume():
+    """ZeRO sec. 7.2.2: ZeRO-3 all-gathers the weights in forward and backward and reduce-scatters the
+    gradients, 3 Psi per step against data parallelism's all-reduce of 2 Psi. The planner's exposed
+    communication time (overlap off) times its link speed must be exactly those bytes."""
+    w = check(make_recipe(arch="gfx942", gpus=8, deepspeed="zero3", finetuning_type="full", cutoff_len=2048,
+                          model_name_or_path="meta-llama/Meta-Llama-3-70B"), strict=True).workload
+    w = replace(w, ds_overlap_comm=False)
+    flops = throughput.flops_per_token(w)[0] + throughput.recompute_flops(w)
+    f = throughput.zero3_factor(w, flops)
+    compute = throughput.computed_tokens(w) * flops / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
+    moved = compute * (1 - f) / f * throughput.LINK_GBPS[w.arch_family] * 1e9
+    psi, share = w.model.total_params, (w.world_size - 1) / w.world_size
+    data_parallel = 2 * psi * 2 * share  # ring all-reduce of the 16-bit gradients
+    assert moved == pytest.approx(1.5 * data_parallel, rel=1e-9)
+
+
+LORA_PAPER = "https://arxiv.org/abs/2106.09685"  # Hu et al. 2021, sec. 4.2
+# "we observe a 25% speedup during training on GPT-3 175B compared to full fine-tuning"; the paper adapts W_q and
+# W_v (sec. 7.1); GPT-3: 96 layers, d_model 12288, 96 heads, 2 MLP matrices of 4 d_model (here as 3 of 8/3 d_model:
+# the same FLOPs and parameters), 2048 tokens. No hardware, batch or recompute setting is given.
+GPT3_175B = {"hidden_size": 12288, "intermediate_size": 32768, "num_hidden_layers": 96, "num_attention_heads": 96,
+             "num_key_value_heads": 96, "vocab_size": 50257, "model_type": "llama"}
+
+
+def test_lora_speedup_over_full_fine_tuning_is_the_lora_papers_within_15_percent():
+    """What it shows: backward FLOPs without weight gradients and the flat PEFT factor together land within 15%
+    of the published speedup (the figure is one rounded number without its setup). What it cannot: the
+    planner's factor was set for adapters on every linear (PEFT's unfused passes over memory); with W_q and
+    W_v only it plans 1.11x against the paper's 1.25x, and it does not scale with the adapted modules."""
+    lora = check(make_recipe(arch="gfx942", plan={"model": GPT3_175B}, finetuning_type="lora", lora_rank=4,
+                             lora_target="q_proj,v_proj", cutoff_len=2048, disable_gradient_checkpointing=True),
+                 strict=True).workload
+    assert lora.model.matmul_params == pytest.approx(175e9, rel=0.005)
+    assert throughput.relative_speed(lora, replace(lora, method="full")) == pytest.approx(1.25, rel=0.15)
+
+
+# ---------------------------------------------------------------- regression pins (not calibration)
+
+STAGE3 = "https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/zero/stage3.py"
+PEFT_LORA = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/layer.py"
+_70B_FULL = {"arch": "gfx942", "gpus": 8, "deepspeed": "zero3", "finetuning_type": "full",
+             "model_name_or_path": "meta-llama/Meta-Llama-3-70B", "cutoff_len": 2048,
+             "per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}
+_8B_LORA = {"arch": "gfx942", "model_name_or_path": "meta-llama/Meta-Llama-3-8B", "finetuning_type": "lora",
+            "lora_rank": 16, "lora_target": "all", "lora_dropout": 0.05, "cutoff_len": 2048,
+            "per_device_train_batch_size": 4, "disable_gradient_checkpointing": True}
+PINS = [
+    # DeepSpeed steps one sub-group (sub_group_size 1e9) at a time: 131.4 GiB of states (the ZeRO table's 16 Psi/N,
+    # checked above) + gathered weights + checkpointed activations + logits (12 B each, measured). The planner's
+    # total, +-2%: 150.1 GiB since the logits' 14 -> 12 bytes (issue 28), 151.1 before.
+    Point("PIN Llama-3-70B full FT, 8x gfx942, ZeRO-3, checkpointing, 2x2048", STAGE3, _70B_FULL, 150.1, "GiB allocated",
+          0.98, 1.02, "stage3.py _prepare_fp32_grad_for_sub_group / _release_sub_group"),
+    # GPU LoRA: fused dropout keeps a 1-byte mask, each adapter a bf16 copy of its input (read from PEFT and aten,
+    # not measurable without a GPU). The planner's total, +-5%: 97.7 GiB since the logits' 14 -> 12 bytes, 99.8 before.
+    Point("PIN Llama-3-8B LoRA r16, 1x gfx942, 4x2048, no checkpointing (GPU)", PEFT_LORA, _8B_LORA, 97.7, "GiB",
+          0.95, 1.05, "peft Linear.forward + aten native_dropout"),
+]
+
+
+@pytest.mark.parametrize("pin", PINS, ids=[p.name for p in PINS])
+def test_regression_pin_not_a_calibration(pin):
+    """The planner's own answer, frozen: moving out of the band is a change to explain, not a miss of a source."""
+    value, _ = planned(pin)
+    assert pin.figure * pin.low <= value <= pin.figure * pin.high, f"{pin.name}: planned {value:.1f} {pin.unit}"
+
+
+def test_the_pinned_cases_decide_as_the_sources_do():
+    _, plan = planned(PINS[0])
     assert plan.verdict == "fits" and plan.peak_phase == "forward/backward"
     step = plan.gib("step")
     assert 1e9 * 8 / GIB <= step <= (1e9 + 128256 * 8192 / 8) * 8 / GIB  # one sub-group, with its overshoot
@@ -111,18 +243,27 @@ def max_context(w: Workload, extra_gib=lambda tokens: 0.0) -> int:
     return lo
 
 
-@pytest.mark.parametrize("model,published", MAX_CONTEXT, ids=[m for m, _ in MAX_CONTEXT])
-def test_unsloth_hf_fa2_max_context_lies_between_the_two_setups(model, published):
-    """The HF+FA2 baseline ran PEFT's prepare_model_for_kbit_training, which casts every non-quantized parameter
-    to fp32 (peft/utils/other.py): embeddings and lm_head (+2 bytes a parameter) and so the residual stream
-    and its checkpoints (+2 bytes per layer input element). LLaMA-Factory does not: the planner plans that.
-    The published maximum must lie between the planner's two answers (3% either side)."""
+def _both_setups(model: str) -> tuple[int, int]:
+    """(the setup Unsloth measured, LLaMA-Factory's). The HF+FA2 baseline ran PEFT's
+    prepare_model_for_kbit_training, which casts every non-quantized parameter to fp32 (peft/utils/other.py):
+    embeddings and lm_head (+2 bytes a parameter) and so the residual stream and its checkpoints (+2 bytes per
+    layer input element). LLaMA-Factory does not."""
     w = check(make_recipe(model_name_or_path=model, **_QLORA), strict=True).workload
     m = w.model
-    llamafactory = max_context(w)
     kbit_prepared = max_context(w, lambda n: (1 + memory.FRAGMENTATION) * 2 * (
         m.embed_params + m.head_params + m.num_hidden_layers * n * m.hidden_size) / GIB)
-    assert kbit_prepared * 0.97 <= published <= llamafactory * 1.03, (kbit_prepared, published, llamafactory)
+    return kbit_prepared, max_context(w)
+
+
+@pytest.mark.parametrize("model,published", MAX_CONTEXT, ids=[m for m, _ in MAX_CONTEXT])
+def test_unsloth_max_context_of_the_measured_setup_is_planned_within_20_percent(model, published):
+    """What it shows: planned as it was measured (kbit-prepared), the maximum context lands within 20% of the
+    published one (when written: 70B 0.84x, 8B 1.01x). What it cannot: closer than that, on one published run
+    per model; LLaMA-Factory's own setup (no upcast) was not measured, so its answer is only checked to be the
+    larger one."""
+    measured_setup, llamafactory = _both_setups(model)
+    assert measured_setup == pytest.approx(published, rel=0.20), (measured_setup, published)
+    assert llamafactory > measured_setup
 
 
 # ---------------------------------------------------------------- measured on CPU: saved tensors of one layer

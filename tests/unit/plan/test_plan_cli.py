@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
-from rocmft import recipes
+from rocmft import arches, recipes
 from rocmft.cli.main import main
 from rocmft.plan import check
 
@@ -49,18 +48,18 @@ def test_plan_all_lists_every_shipped_recipe(capsys):
 
 
 def test_every_shipped_gpu_recipe_fits():
-    for name in recipes.available():
-        recipe = recipes.load(name)
-        result = check(recipe)
-        assert result.fits, f"{name}: {result.summary}"
+    """The verdict meant: `fits` (under 90% of the GPU), not `tight` and not `unknown`, which also let a run go.
+    (The planner's speed is measured by benchmarks/launcher_overhead.py, not asserted here.)"""
+    gpu = [name for name in recipes.available() if arches.get(recipes.load(name).arch).is_gpu]
+    assert gpu and "tiny-cpu" not in gpu
+    verdicts = {name: check(recipes.load(name)).verdict for name in gpu}
+    assert verdicts == dict.fromkeys(gpu, "fits"), verdicts
 
 
-def test_plan_is_fast():
-    names = recipes.available()
-    start = time.perf_counter()
-    for name in names:
-        check(recipes.load(name))
-    assert (time.perf_counter() - start) / len(names) < 0.5
+def test_the_cpu_recipe_is_unknown_and_says_why():
+    result = check(recipes.load("tiny-cpu"))
+    assert result.verdict == "unknown" and result.fits  # no GPU memory to compare: the run goes
+    assert "cpu has no GPU memory size: not checked" in result.summary
 
 
 def test_planner_imports_no_torch():

@@ -62,10 +62,8 @@ def test_hub_cache_config_is_read(tmp_path, monkeypatch):
     assert models.resolve("acme/Tiny-1B").num_hidden_layers == 3
 
 
-def test_tiny_llama_dir_is_read_relative_to_the_root_when_built():
-    tiny = paths.root() / "models" / "tiny-llama" / "config.json"
-    if not tiny.is_file():
-        pytest.skip(reason="models/tiny-llama not built (make tiny-model)")
+def test_tiny_llama_dir_is_read_relative_to_the_root(tiny_model):
+    assert tiny_model == paths.root() / "models" / "tiny-llama"  # built by the fixture when missing
     spec = models.resolve("models/tiny-llama")
     assert (spec.hidden_size, spec.num_hidden_layers, spec.num_attention_heads, spec.num_key_value_heads,
             spec.intermediate_size) == (64, 2, 4, 2, 128)

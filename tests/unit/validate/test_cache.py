@@ -68,6 +68,16 @@ def test_the_cache_folder_is_the_environments_when_set(tmp_path, monkeypatch):
     assert validate.cache_dir() == paths.cache_dir() / "validated"
 
 
+def test_a_cache_this_user_cannot_use_means_validating_again(tmp_path, monkeypatch):
+    """A cache folder made by another user (root's 0700 tmp, a .cache written by a root container) is no error."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder should be")  # unreadable as a folder for root as well
+    monkeypatch.setenv(validate.CACHE_ENV, str(blocked / "validated"))
+    assert validate.already_valid("k" * 64) is False
+    validate.remember_valid("k" * 64)  # no exception
+    assert validate.already_valid("k" * 64) is False
+
+
 def test_the_test_run_has_a_cache_of_its_own(validation_cache):
     assert Path(os.environ[validate.CACHE_ENV]) == validation_cache != paths.cache_dir() / "validated"
 
