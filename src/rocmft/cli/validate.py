@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import arches, paths, pipeline, recipes
+from .. import arches, pipeline, recipes
 from ..problems import EXIT_INVALID, Problem, ProblemReport
 from ..validate import where
 
@@ -25,15 +25,16 @@ def _validate_recipe(path: str, arch_name: str | None = None) -> list[Problem]:
 
 
 def _validate_train_yaml(path: Path, data: dict, arch_name: str | None = None) -> list[Problem]:
+    """A plain LLaMA-Factory file: its relative paths (dataset_dir, deepspeed, a local model) are read from
+    the current directory, as `llamafactory-cli train` reads them, not from this project."""
     from ..validate import deepspeed as ds_check
     from ..validate import inputs
     from ..validate import llamafactory as lf_check
 
     lf = lf_check.check(data, str(path), arches.get(arch_name) if arch_name else None)
-    problems = lf.problems + inputs.check(data, str(path), paths.root())
+    problems = lf.problems + inputs.check(data, str(path), Path.cwd())
     if data.get("deepspeed"):
-        ds_path = Path(str(data["deepspeed"]))
-        ds_path = ds_path if ds_path.is_absolute() or ds_path.exists() else paths.root() / ds_path
+        ds_path = Path(str(data["deepspeed"])).expanduser()
         try:
             cfg = json.loads(ds_path.read_text())
         except FileNotFoundError:
@@ -42,7 +43,7 @@ def _validate_train_yaml(path: Path, data: dict, arch_name: str | None = None) -
             problems.append(Problem(str(ds_path), "", f"not valid JSON: line {exc.lineno}: {exc.msg}"))
         else:
             problems += ds_check.check(cfg, str(ds_path), lf.hf_args, 1)
-    return problems + lf.notes
+    return sorted(problems + lf.notes, key=lambda p: p.severity != "error")
 
 
 def validate_file(path_text: str, arch_name: str | None = None) -> list[Problem]:

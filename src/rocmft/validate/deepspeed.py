@@ -15,6 +15,12 @@ from typing import Any, Mapping
 
 from ..problems import Problem, did_you_mean
 
+# Names of DeepSpeed's config objects that are not keys of its JSON (seen in LLaMA-Factory's examples).
+KNOWN_WRONG = {
+    "comms_config": "DeepSpeed reads `comms_logger`",
+    "monitor_config": "DeepSpeed reads `tensorboard`, `wandb`, `csv_monitor` and `comet` as top-level keys",
+}
+
 # Filled from the model's hidden size at train time (HF integration, trainer_config_finalize): no value yet.
 _HIDDEN_SIZE_AUTO = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")
 
@@ -209,10 +215,14 @@ def check(cfg: Any, file: str, train_args: Any = None, world_size: int = 1) -> l
     else:
         known = seen | _constant_keys()
         for key in cfg:
-            if key not in known:
-                problems.append(Problem(file, key, "DeepSpeed does not know this top-level key (it would be silently ignored)",
-                                        did_you_mean(key, known)))
-    return problems
+            if key in known:
+                continue
+            if key.startswith("_"):  # `"_comment": "..."`: how JSON gets comments; DeepSpeed ignores it, as meant
+                problems.append(Problem(file, key, "a comment (DeepSpeed ignores it)", severity="note"))
+                continue
+            problems.append(Problem(file, key, "DeepSpeed does not know this top-level key (it would be silently ignored)",
+                                    KNOWN_WRONG.get(key) or did_you_mean(key, known)))
+    return sorted(problems, key=lambda p: p.severity != "error")
 
 
 def _constant_keys() -> set[str]:

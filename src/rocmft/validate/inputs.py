@@ -19,6 +19,16 @@ def _is_local_path(name: str, root: Path) -> bool:
     return (root / name.split("/", 1)[0]).is_dir()
 
 
+def _hub_registry(dataset_dir: str) -> str:
+    """Why the datasets cannot be looked up on disk, when `dataset_dir` names the Hub rather than a folder."""
+    if dataset_dir.startswith("REMOTE:"):
+        return (f"dataset_info.json comes from the Hub dataset repo `{dataset_dir[len('REMOTE:'):]}` when the job "
+                "starts; the dataset names are checked there, not here")
+    if dataset_dir == "ONLINE":
+        return "the datasets are Hub dataset ids, loaded when the job starts; not checked here"
+    return ""
+
+
 def check(args: dict[str, Any], file: str, root: Path, key_prefix: str = "") -> list[Problem]:
     problems: list[Problem] = []
     model = str(args.get("model_name_or_path") or "")
@@ -30,28 +40,35 @@ def check(args: dict[str, Any], file: str, root: Path, key_prefix: str = "") -> 
         if not (path / "config.json").is_file():
             hint = "build it with `make tiny-model`" if "tiny" in model else "download it first (huggingface-cli download) or give a hub id"
             problems.append(Problem(file, f"{key_prefix}model_name_or_path", f"no model at `{model}` (no config.json)", hint))
-    dataset_dir = Path(str(args.get("dataset_dir", "data")))
-    dataset_dir = dataset_dir if dataset_dir.is_absolute() else root / dataset_dir
-    for key in ("dataset", "eval_dataset"):
-        names = args.get(key)
-        if not names:
-            continue
+    return problems + _datasets(args, file, root, key_prefix)
+
+
+def _datasets(args: dict[str, Any], file: str, root: Path, key_prefix: str) -> list[Problem]:
+    wanted = {key: args.get(key) for key in ("dataset", "eval_dataset") if args.get(key)}
+    if not wanted:
+        return []
+    dataset_dir = str(args.get("dataset_dir", "data"))
+    hub = _hub_registry(dataset_dir)
+    if hub:  # LLaMA-Factory reads these from the Hub when the job starts (data/parser.py): no folder here
+        return [Problem(file, f"{key_prefix}dataset_dir", hub, severity="note")]
+    folder = Path(dataset_dir)
+    folder = folder if folder.is_absolute() else root / folder
+    info_file = folder / "dataset_info.json"
+    try:
+        info = json.loads(info_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return [Problem(file, f"{key_prefix}dataset_dir", f"no dataset_info.json in `{dataset_dir}`")]
+    except json.JSONDecodeError as exc:
+        return [Problem(str(info_file), "", f"not valid JSON: {exc}")]
+    problems: list[Problem] = []
+    for key, names in wanted.items():
         names = names if isinstance(names, list) else [n.strip() for n in str(names).split(",")]
-        info_file = dataset_dir / "dataset_info.json"
-        try:
-            info = json.loads(info_file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            problems.append(Problem(file, f"{key_prefix}dataset_dir", f"no dataset_info.json in `{args.get('dataset_dir', 'data')}`"))
-            break
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(str(info_file), "", f"not valid JSON: {exc}"))
-            break
         for name in names:
             if name not in info:
                 problems.append(Problem(file, f"{key_prefix}{key}", f"dataset `{name}` is not registered in {info_file.name}",
                                         did_you_mean(name, info) or "register it with `make data IN=file.jsonl NAME=name`"))
                 continue
             local = info[name].get("file_name")
-            if local and not (dataset_dir / local).exists():
+            if local and not (folder / local).exists():
                 problems.append(Problem(file, f"{key_prefix}{key}", f"dataset `{name}` points at `{local}`, which does not exist"))
     return problems

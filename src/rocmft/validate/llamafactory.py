@@ -16,7 +16,9 @@ import contextlib
 import dataclasses
 import importlib.util
 import io
+import logging
 import os
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,6 +33,17 @@ KNOWN_WRONG = {
     "config_file": "LLaMA-Factory takes the YAML path as its argument: llamafactory-cli train x.yaml",
 }
 UNKNOWN_KEY = "unknown to LLaMA-Factory"  # the message of a key no argument dataclass has (`rocmft import` drops those)
+
+
+# The optional packages LLaMA-Factory asks for, by the key that needs them (0.9.5: hparams/parser.py,
+# `_check_extra_dependencies`). Only for naming the key: a package missing from this table is still reported.
+PACKAGE_KEYS = {
+    "kt-kernel": "use_kt", "transformers-kt": "use_kt", "accelerate-kt": "use_kt", "unsloth": "use_unsloth",
+    "liger-kernel": "enable_liger_kernel", "mixture-of-depth": "mixture_of_depths", "vllm": "infer_backend",
+    "sglang": "infer_backend", "galore_torch": "use_galore", "apollo_torch": "use_apollo", "badam": "use_badam",
+    "adam-mini": "use_adam_mini", "swanlab": "use_swanlab", "matplotlib": "plot_loss", "deepspeed": "deepspeed",
+    "jieba": "predict_with_generate", "nltk": "predict_with_generate", "rouge_chinese": "predict_with_generate",
+}
 
 
 @dataclasses.dataclass
@@ -54,6 +67,28 @@ def _quiet():
             os.environ.pop("LLAMAFACTORY_VERBOSITY", None)
         else:
             os.environ["LLAMAFACTORY_VERBOSITY"] = before
+
+
+class _Collect(logging.Handler):
+    def __init__(self, into: list[str]):
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _transformers_warnings(into: list[str]):
+    """What transformers warns while it parses the file (`warmup_ratio is deprecated ...`) is about the file:
+    it is collected and reported as a note on its key, instead of going to the terminal as a library's line."""
+    lib = logging.getLogger("transformers")
+    handlers, propagate = lib.handlers[:], lib.propagate
+    lib.handlers, lib.propagate = [_Collect(into)], False
+    try:
+        yield
+    finally:
+        lib.handlers, lib.propagate = handlers, propagate
 
 
 def _parser():
@@ -118,6 +153,48 @@ def _hf_values(args: dict[str, Any]) -> SimpleNamespace:
              "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "save_on_each_node",
              "fp16", "fp16_full_eval", "bf16", "bf16_full_eval")
     return SimpleNamespace(**{n: args.get(n, defaults.get(n)) for n in names})
+
+
+@contextlib.contextmanager
+def _each_missing_package(lf_parser, missing: list[tuple[str, ImportError]]):
+    """LLaMA-Factory's parser stops at the first optional package a setting needs and this stack lacks. Its
+    own version check still runs on each; a failure is collected instead of raised, so the parser's checks
+    after it run too and every missing package is reported."""
+    original = lf_parser.check_version
+
+    def check_version(requirement: str, mandatory: bool = False) -> None:
+        try:
+            original(requirement, mandatory)
+        except ImportError as exc:  # importlib.metadata.PackageNotFoundError is one too
+            missing.append((requirement, exc))
+
+    lf_parser.check_version = check_version
+    try:
+        yield
+    finally:
+        lf_parser.check_version = original
+
+
+def _package_name(requirement: str) -> str:
+    return re.split(r"[\s!=<>]", requirement, maxsplit=1)[0]
+
+
+def _package_problem(requirement: str, exc: ImportError, file: str) -> Problem:
+    """One line: the package, that the stack judging the job lacks it, and how to add it there."""
+    package = _package_name(requirement)
+    image_arch = os.environ.get("ROCMFT_IMAGE_ARCH")  # set in every rocmft image (docker/Dockerfile)
+    stack = f"the {image_arch} image" if image_arch else "this venv"
+    rebuild = f"make image ARCH={image_arch}" if image_arch else "make setup"
+    found = re.search(r"but found \S+==(\S+?)\.?(\s|$)", str(exc))
+    has = f"has {package} {found.group(1)}" if found else "does not have it"
+    return Problem(file, PACKAGE_KEYS.get(package, ""), f"needs the package `{requirement}`; {stack} {has}",
+                   f"add `{requirement}` to requirements/train.txt, then `{rebuild}`")
+
+
+def _first_line(exc: Exception) -> str:
+    # PackageNotFoundError's str() garbles its own message ("No package metadata was found for The '...'").
+    text = str(exc.args[0]) if isinstance(exc, ImportError) and exc.args else str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 def _key_in(message: str, keys) -> str:
@@ -191,12 +268,21 @@ def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
             else:
                 problems.append(Problem(file, "enable_liger_kernel", f"the {arch.name} image has no liger-kernel "
                                         "(docker/arches.yaml liger_kernel: false)", "enable_liger_kernel=false"))
+    missing: list[tuple[str, ImportError]] = []
+    warned: list[str] = []
     try:
-        with _quiet():
+        with _quiet(), _each_missing_package(lf_parser, missing), _transformers_warnings(warned):
             lf_parser.get_train_args(trial)
     except SystemExit as exc:
         problems.append(Problem(file, "", f"LLaMA-Factory's parser exited ({exc.code})"))
     except Exception as exc:  # LLaMA-Factory raises ValueError for its cross-field checks
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = _first_line(exc)
         problems.append(Problem(file, _key_in(message, trial), message))
+    reported: set[str] = set()
+    for requirement, exc in missing:  # vllm is asked for twice (a version range, then mandatory): once is enough
+        if _package_name(requirement) not in reported:
+            reported.add(_package_name(requirement))
+            problems.append(_package_problem(requirement, exc, file))
+    for message in dict.fromkeys(warned):
+        notes.append(Problem(file, _key_in(message, trial), f"transformers: {message}", severity="note"))
     return LFCheck(problems, notes, _hf_values(args))

@@ -5,10 +5,13 @@ note, so LLaMA-Factory's own example shape validates on a CPU-only laptop or CI 
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 import yaml
 
-from tests.conftest import rocmft
+from tests.conftest import PYTHON, ROOT, rocmft
 
 # The shape of LLaMA-Factory's examples/train_lora/llama3_lora_sft.yaml (minus overwrite_output_dir, which
 # rocmft refuses), on this project's registered demo dataset.
@@ -54,3 +57,80 @@ def test_unknown_arch_is_one_error(example, job_env):
     proc = rocmft("validate", str(example), "--arch", "gfx9422", env=job_env)
     assert proc.returncode == 2
     assert "--arch: unknown arch `gfx9422`" in proc.stdout + proc.stderr
+
+
+# ---- from inside a LLaMA-Factory checkout: relative paths are the current directory's, as llamafactory-cli reads them
+
+ZERO3 = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+         "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
+         "zero_optimization": {"stage": 3, "overlap_comm": False, "stage3_gather_16bit_weights_on_model_save": True}}
+
+
+@pytest.fixture
+def lf_checkout(tmp_path):
+    """A folder shaped like LLaMA-Factory's checkout (data/ with its registry, examples/, a local model): nothing
+    in it is known to this project, whose own data/ registers other datasets."""
+    root = tmp_path / "LLaMA-Factory"
+    (root / "data").mkdir(parents=True)
+    for name in ("identity", "alpaca_en_demo"):
+        (root / "data" / f"{name}.json").write_text("[]")
+    (root / "data" / "dataset_info.json").write_text(json.dumps(
+        {name: {"file_name": f"{name}.json"} for name in ("identity", "alpaca_en_demo")}))
+    (root / "models" / "qwen3-tiny").mkdir(parents=True)
+    (root / "models" / "qwen3-tiny" / "config.json").write_text("{}")
+    ds = root / "examples" / "deepspeed"
+    ds.mkdir(parents=True)
+    (ds / "ds_z3_config.json").write_text(json.dumps(ZERO3))
+    # examples/deepspeed/ds_z2_autotp_config.json starts like this: JSON has no comments, so a key is one
+    (ds / "ds_z2_autotp_config.json").write_text(json.dumps(
+        {"_comment": "supported model list: https://www.deepspeed.ai/tutorials/automatic-tensor-parallelism/", **ZERO3}))
+    shapes = {
+        "train_lora/qwen3_lora_sft_ds3.yaml": {"deepspeed": "examples/deepspeed/ds_z3_config.json"},
+        # examples/train_lora/qwen3_lora_sft_ray.yaml: dataset_info.json read from the Hub
+        "train_lora/qwen3_lora_sft_ray.yaml": {"dataset_dir": "REMOTE:llamafactory/demo_data", "dataset": "alpaca_en_demo"},
+        # examples/extras/badam/llama3_full_sft.yaml: an optional package this stack does not have
+        "extras/badam/llama3_full_sft.yaml": {"finetuning_type": "full", "use_badam": True, "badam_mode": "layer",
+                                              "badam_switch_mode": "ascending", "badam_switch_interval": 50},
+    }
+    for rel, extra in shapes.items():
+        path = root / "examples" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump({**EXAMPLE, "model_name_or_path": "models/qwen3-tiny", "template": "qwen3",
+                                        "dataset": "identity,alpaca_en_demo", "dataset_dir": "data", **extra}))
+    return root
+
+
+def validate_in(cwd, *args, env):
+    return subprocess.run([PYTHON, "-m", "rocmft.cli.main", "validate", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_llamafactory_examples_from_inside_their_checkout(lf_checkout, job_env):
+    proc = validate_in(lf_checkout, "examples/train_lora/qwen3_lora_sft_ds3.yaml",
+                       "examples/train_lora/qwen3_lora_sft_ray.yaml", "examples/deepspeed/ds_z2_autotp_config.json",
+                       "examples/extras/badam/llama3_full_sft.yaml", "--arch", "gfx942", env=job_env)
+    out = proc.stdout
+    assert proc.returncode == 2, out + proc.stderr  # badam is not installed here
+    verdicts = dict(reversed(line.split(None, 1)) for line in out.splitlines() if line.startswith(("ok", "FAIL")))
+    assert verdicts["examples/train_lora/qwen3_lora_sft_ds3.yaml"] == "ok"
+    assert verdicts["examples/train_lora/qwen3_lora_sft_ray.yaml"] == "ok"
+    assert verdicts["examples/deepspeed/ds_z2_autotp_config.json"] == "ok"
+    assert "note: examples/train_lora/qwen3_lora_sft_ray.yaml: dataset_dir: dataset_info.json comes from the Hub " \
+           "dataset repo `llamafactory/demo_data`" in out
+    assert "note: examples/deepspeed/ds_z2_autotp_config.json: _comment: a comment (DeepSpeed ignores it)" in out
+    # the optional package: one line naming it, the stack that lacks it, and how to add it
+    badam = [line for line in out.splitlines() if line.startswith("error: examples/extras/badam/")]
+    assert badam == ["error: examples/extras/badam/llama3_full_sft.yaml: use_badam: needs the package `badam>=1.2.1`; "
+                     "this venv does not have it (add `badam>=1.2.1` to requirements/train.txt, then `make setup`)"], out
+    assert "No package metadata" not in out + proc.stderr
+    assert "[transformers]" not in out + proc.stderr  # warmup_ratio's deprecation is a note on its key instead
+    assert "note: examples/train_lora/qwen3_lora_sft_ds3.yaml: warmup_ratio: transformers: warmup_ratio is deprecated" in out
+
+
+def test_the_same_file_from_elsewhere_reads_that_folder(lf_checkout, job_env):
+    """What llamafactory-cli would do from the project root: the example's relative paths point at nothing."""
+    proc = validate_in(ROOT, str(lf_checkout / "examples/train_lora/qwen3_lora_sft_ds3.yaml"), env=job_env)
+    assert proc.returncode == 2
+    assert "model_name_or_path: no model at `models/qwen3-tiny`" in proc.stdout
+    assert "dataset: dataset `identity` is not registered" in proc.stdout
+    assert "deepspeed: `examples/deepspeed/ds_z3_config.json` does not exist" in proc.stdout

@@ -78,3 +78,12 @@ def test_a_json_with_only_train_batch_size_auto_passes():
     for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
         cfg.pop(key)
     assert ds.check(cfg, "ds.json", hf(out), 8) == []
+
+
+def test_an_underscore_key_is_a_comment_and_a_config_objects_name_is_not_a_key():
+    _, cfg = rendered()
+    cfg["_comment"] = "supported model list: https://www.deepspeed.ai/tutorials/automatic-tensor-parallelism/"
+    cfg["comms_config"] = {"verbose": False}  # LLaMA-Factory's ds_z3_fp8_config.json: DeepSpeed reads comms_logger
+    problems = ds.check(cfg, "ds.json")
+    assert [(p.key, p.severity) for p in problems] == [("comms_config", "error"), ("_comment", "note")]
+    assert "DeepSpeed reads `comms_logger`" in problems[0].line()
