@@ -12,13 +12,16 @@ laptop or in CI is judged against its target arch instead, and the report says w
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import io
 import logging
 import os
 import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -133,10 +136,25 @@ def _value_problem(action: argparse.Action, key: str, value: Any, file: str) -> 
     return None
 
 
-def _templates() -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _templates() -> tuple[str, ...]:
+    """The template names LLaMA-Factory registers, read from its data/template.py (`register_template(name=...)`
+    calls): importing that module loads LLaMA-Factory's whole data stack (~1 s) for a list of names. Should a
+    version register them another way, the module is imported after all."""
+    spec = importlib.util.find_spec("llamafactory")
+    source = Path(spec.origin).parent / "data" / "template.py" if spec and spec.origin else None
+    names: list[str] = []
+    if source is not None and source.is_file():
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "register_template":
+                name = next((k.value for k in node.keywords if k.arg == "name"), node.args[0] if node.args else None)
+                if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                    names.append(name.value)
+    if names:
+        return tuple(names)
     with _quiet():
         from llamafactory.data.template import TEMPLATES
-    return list(TEMPLATES)
+    return tuple(TEMPLATES)
 
 
 def _host_has_bf16_gpu() -> bool:

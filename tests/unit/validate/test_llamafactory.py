@@ -103,3 +103,9 @@ def test_a_transformers_warning_about_a_key_is_a_note_on_it():
     assert [n.line() for n in check.notes] == [
         "note: t.yaml: warmup_ratio: transformers: warmup_ratio is deprecated and will be removed in v5.2. "
         "Use `warmup_steps` instead."]
+
+
+def test_template_names_read_from_source_are_llamafactorys_registry():
+    from llamafactory.data.template import TEMPLATES
+
+    assert sorted(lf._templates()) == sorted(TEMPLATES)
