@@ -10,9 +10,11 @@ Deterministic: the same seed gives the same model, so test losses are comparable
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
 LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
@@ -68,6 +70,35 @@ def build(out: Path, seed: int = 0) -> None:
     (out / "rocmft-tiny.json").write_text(json.dumps({"seed": seed, "built_by": "scripts/make_tiny_model.py"}) + "\n")
 
 
+@contextlib.contextmanager
+def output_to(log: Path):
+    """Everything the libraries print while building (DeepSpeed's "Setting accelerator to CPU", transformers'
+    "Writing model shards" bar) goes to `log`, at the file-descriptor level so tqdm and C code land there too;
+    it is shown only when the build fails."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+
+    def restore() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, saved_fd in zip((1, 2), saved):
+            os.dup2(saved_fd, fd)
+            os.close(saved_fd)
+
+    with open(log, "wb") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            restore()
+            sys.stderr.write(log.read_text(errors="replace")[-4000:])
+            raise
+        restore()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="models/tiny-llama")
@@ -79,8 +110,10 @@ def main() -> None:
         print(f"tiny model: {out} (exists)")
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    build(out, args.seed)
-    print(f"tiny model: {out} (built)")
+    log = out / "build.log"
+    with output_to(log):
+        build(out, args.seed)
+    print(f"tiny model: {out} (built; the libraries' output: {log})")
 
 
 if __name__ == "__main__":
