@@ -34,6 +34,9 @@ KNOWN_WRONG = {
     "torch_dtype": "not how LLaMA-Factory picks training precision: use bf16/fp16 (a recipe's `precision:`)",
     "overwrite_output_dir": "refused: it destroys earlier results (and transformers 5 removed it); use a new output_dir",
     "config_file": "LLaMA-Factory takes the YAML path as its argument: llamafactory-cli train x.yaml",
+    # transformers 5 dropped these TrainingArguments (LLaMA-Factory's examples/extras/fp8 still has the first)
+    "fsdp_transformer_layer_cls_to_wrap": "transformers 5 reads it inside fsdp_config: {transformer_layer_cls_to_wrap: [...]}",
+    "fsdp_min_num_params": "transformers 5 reads it inside fsdp_config: {min_num_params: N}",
 }
 UNKNOWN_KEY = "unknown to LLaMA-Factory"  # the message of a key no argument dataclass has (`rocmft import` drops those)
 

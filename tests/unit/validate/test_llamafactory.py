@@ -20,7 +20,8 @@ def test_clean_config_passes():
 def test_every_mistake_reported_at_once_with_suggestions():
     args = args_for()
     args.update({"lerning_rate": 1.0, "flash_attn": False, "finetuning_type": "lorra", "infer_backend": "pt",
-                 "gpu_ids": "0", "per_device_train_batch_size": 2.5, "template": "llama5", "torch_dtype": "float16"})
+                 "gpu_ids": "0", "per_device_train_batch_size": 2.5, "template": "llama5", "torch_dtype": "float16",
+                 "fsdp_transformer_layer_cls_to_wrap": "LlamaDecoderLayer"})
     check = lf.check(args, "t.yaml", arches.table()["cpu"])
     text = "\n".join(lines(check))
     assert "lerning_rate: unknown to LLaMA-Factory (did you mean `learning_rate`?)" in text
@@ -31,6 +32,7 @@ def test_every_mistake_reported_at_once_with_suggestions():
     assert "per_device_train_batch_size: must be an integer, got 2.5" in text
     assert "template: LLaMA-Factory has no template `llama5`" in text
     assert "torch_dtype" in text
+    assert "fsdp_transformer_layer_cls_to_wrap: unknown to LLaMA-Factory (transformers 5 reads it inside fsdp_config" in text
     assert all(line.startswith("error: t.yaml: ") for line in lines(check))
 
 
