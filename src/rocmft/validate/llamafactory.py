@@ -139,7 +139,7 @@ def _value_problem(action: argparse.Action, key: str, value: Any, file: str) -> 
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _templates() -> tuple[str, ...]:
     """The template names LLaMA-Factory registers, read from its data/template.py (`register_template(name=...)`
     calls): importing that module loads LLaMA-Factory's whole data stack (~1 s) for a list of names. Should a

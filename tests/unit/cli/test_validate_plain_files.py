@@ -120,8 +120,8 @@ def test_llamafactory_examples_from_inside_their_checkout(lf_checkout, job_env):
     assert "note: examples/deepspeed/ds_z2_autotp_config.json: _comment: a comment (DeepSpeed ignores it)" in out
     # the optional package: one line naming it, the stack that lacks it, and how to add it
     badam = [line for line in out.splitlines() if line.startswith("error: examples/extras/badam/")]
-    assert badam == ["error: examples/extras/badam/llama3_full_sft.yaml: use_badam: needs the package `badam>=1.2.1`; "
-                     "this venv does not have it (add `badam>=1.2.1` to requirements/train.txt, then `make setup`)"], out
+    assert badam == [("error: examples/extras/badam/llama3_full_sft.yaml: use_badam: needs the package `badam>=1.2.1`; "
+                      "this venv does not have it (add `badam>=1.2.1` to requirements/train.txt, then `make setup`)")], out
     assert "No package metadata" not in out + proc.stderr
     assert "[transformers]" not in out + proc.stderr  # warmup_ratio's deprecation is a note on its key instead
     assert "note: examples/train_lora/qwen3_lora_sft_ds3.yaml: warmup_ratio: transformers: warmup_ratio is deprecated" in out

@@ -76,10 +76,10 @@ def test_every_missing_optional_package_is_one_line_naming_it_and_how_to_add_it(
     args = args_for(overrides=["finetuning_type=full", "use_badam=true", "use_swanlab=true"])
     text = lines(lf.check(args, "t.yaml", arches.table()["cpu"]))
     assert text == [
-        "error: t.yaml: use_badam: needs the package `badam>=1.2.1`; this venv does not have it "
-        "(add `badam>=1.2.1` to requirements/train.txt, then `make setup`)",
-        "error: t.yaml: use_swanlab: needs the package `swanlab`; this venv does not have it "
-        "(add `swanlab` to requirements/train.txt, then `make setup`)",
+        ("error: t.yaml: use_badam: needs the package `badam>=1.2.1`; this venv does not have it "
+         "(add `badam>=1.2.1` to requirements/train.txt, then `make setup`)"),
+        ("error: t.yaml: use_swanlab: needs the package `swanlab`; this venv does not have it "
+         "(add `swanlab` to requirements/train.txt, then `make setup`)"),
     ]
 
 
@@ -103,8 +103,8 @@ def test_a_transformers_warning_about_a_key_is_a_note_on_it():
     check = lf.check(args, "t.yaml", arches.table()["cpu"])
     assert check.problems == []
     assert [n.line() for n in check.notes] == [
-        "note: t.yaml: warmup_ratio: transformers: warmup_ratio is deprecated and will be removed in v5.2. "
-        "Use `warmup_steps` instead."]
+        ("note: t.yaml: warmup_ratio: transformers: warmup_ratio is deprecated and will be removed in v5.2. "
+         "Use `warmup_steps` instead.")]
 
 
 def test_template_names_read_from_source_are_llamafactorys_registry():
