@@ -20,13 +20,13 @@ import importlib.util
 import io
 import logging
 import os
-import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from ..arches import Arch
 from ..problems import Problem, did_you_mean
+from . import packages
 
 # Keys from the posts (and habits) that LLaMA-Factory does not take for training, with what to use instead.
 KNOWN_WRONG = {
@@ -39,17 +39,6 @@ KNOWN_WRONG = {
     "fsdp_min_num_params": "transformers 5 reads it inside fsdp_config: {min_num_params: N}",
 }
 UNKNOWN_KEY = "unknown to LLaMA-Factory"  # the message of a key no argument dataclass has (`rocmft import` drops those)
-
-
-# The optional packages LLaMA-Factory asks for, by the key that needs them (0.9.5: hparams/parser.py,
-# `_check_extra_dependencies`). Only for naming the key: a package missing from this table is still reported.
-PACKAGE_KEYS = {
-    "kt-kernel": "use_kt", "transformers-kt": "use_kt", "accelerate-kt": "use_kt", "unsloth": "use_unsloth",
-    "liger-kernel": "enable_liger_kernel", "mixture-of-depth": "mixture_of_depths", "vllm": "infer_backend",
-    "sglang": "infer_backend", "galore_torch": "use_galore", "apollo_torch": "use_apollo", "badam": "use_badam",
-    "adam-mini": "use_adam_mini", "swanlab": "use_swanlab", "matplotlib": "plot_loss", "deepspeed": "deepspeed",
-    "jieba": "predict_with_generate", "nltk": "predict_with_generate", "rouge_chinese": "predict_with_generate",
-}
 
 
 @dataclasses.dataclass
@@ -176,42 +165,6 @@ def _hf_values(args: dict[str, Any]) -> SimpleNamespace:
     return SimpleNamespace(**{n: args.get(n, defaults.get(n)) for n in names})
 
 
-@contextlib.contextmanager
-def _each_missing_package(lf_parser, missing: list[tuple[str, ImportError]]):
-    """LLaMA-Factory's parser stops at the first optional package a setting needs and this stack lacks. Its
-    own version check still runs on each; a failure is collected instead of raised, so the parser's checks
-    after it run too and every missing package is reported."""
-    original = lf_parser.check_version
-
-    def check_version(requirement: str, mandatory: bool = False) -> None:
-        try:
-            original(requirement, mandatory)
-        except ImportError as exc:  # importlib.metadata.PackageNotFoundError is one too
-            missing.append((requirement, exc))
-
-    lf_parser.check_version = check_version
-    try:
-        yield
-    finally:
-        lf_parser.check_version = original
-
-
-def _package_name(requirement: str) -> str:
-    return re.split(r"[\s!=<>]", requirement, maxsplit=1)[0]
-
-
-def _package_problem(requirement: str, exc: ImportError, file: str) -> Problem:
-    """One line: the package, that the stack judging the job lacks it, and how to add it there."""
-    package = _package_name(requirement)
-    image_arch = os.environ.get("ROCMFT_IMAGE_ARCH")  # set in every rocmft image (docker/Dockerfile)
-    stack = f"the {image_arch} image" if image_arch else "this venv"
-    rebuild = f"make image ARCH={image_arch}" if image_arch else "make setup"
-    found = re.search(r"but found \S+==(\S+?)\.?(\s|$)", str(exc))
-    has = f"has {package} {found.group(1)}" if found else "does not have it"
-    return Problem(file, PACKAGE_KEYS.get(package, ""), f"needs the package `{requirement}`; {stack} {has}",
-                   f"add `{requirement}` to requirements/train.txt, then `{rebuild}`")
-
-
 def _first_line(exc: Exception) -> str:
     # PackageNotFoundError's str() garbles its own message ("No package metadata was found for The '...'").
     text = str(exc.args[0]) if isinstance(exc, ImportError) and exc.args else str(exc)
@@ -292,18 +245,14 @@ def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
     missing: list[tuple[str, ImportError]] = []
     warned: list[str] = []
     try:
-        with _quiet(), _each_missing_package(lf_parser, missing), _transformers_warnings(warned):
+        with _quiet(), packages.each_missing(lf_parser, missing), _transformers_warnings(warned):
             lf_parser.get_train_args(trial)
     except SystemExit as exc:
         problems.append(Problem(file, "", f"LLaMA-Factory's parser exited ({exc.code})"))
     except Exception as exc:  # LLaMA-Factory raises ValueError for its cross-field checks
         message = _first_line(exc)
         problems.append(Problem(file, _key_in(message, trial), message))
-    reported: set[str] = set()
-    for requirement, exc in missing:  # vllm is asked for twice (a version range, then mandatory): once is enough
-        if _package_name(requirement) not in reported:
-            reported.add(_package_name(requirement))
-            problems.append(_package_problem(requirement, exc, file))
+    problems += packages.problems(missing, file)
     for message in dict.fromkeys(warned):
         notes.append(Problem(file, _key_in(message, trial), f"transformers: {message}", severity="note"))
     return LFCheck(problems, notes, _hf_values(args))

@@ -83,19 +83,6 @@ def test_every_missing_optional_package_is_one_line_naming_it_and_how_to_add_it(
     ]
 
 
-def test_in_the_image_the_package_is_added_to_the_image(monkeypatch):
-    import importlib.metadata
-
-    monkeypatch.setenv("ROCMFT_IMAGE_ARCH", "gfx942")  # what every rocmft image sets (docker/Dockerfile)
-    missing = importlib.metadata.PackageNotFoundError("The 'badam>=1.2.1' distribution was not found ...")
-    problem = lf._package_problem("badam>=1.2.1", missing, "t.yaml")
-    assert problem.line() == ("error: t.yaml: use_badam: needs the package `badam>=1.2.1`; the gfx942 image does not "
-                              "have it (add `badam>=1.2.1` to requirements/train.txt, then `make image ARCH=gfx942`)")
-    old = ImportError("vllm>=0.4.3,<=0.11.0 is required for a normal functioning of this module, but found "
-                      "vllm==0.12.0.\nTo fix: run `pip install vllm>=0.4.3,<=0.11.0`.")
-    assert "; the gfx942 image has vllm 0.12.0" in lf._package_problem("vllm>=0.4.3,<=0.11.0", old, "t.yaml").line()
-
-
 def test_a_transformers_warning_about_a_key_is_a_note_on_it():
     args = args_for()
     args.pop("warmup_steps", None)
