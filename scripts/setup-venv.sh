@@ -70,7 +70,7 @@ rm -f "$site"/torchaudio/lib/*.so
 # The check imports what every rocmft process imports (validation: LLaMA-Factory's parser, DeepSpeed's config;
 # training: run_exp) with bytecode writing on, so their ~4,000 modules are compiled once, here: uv installs
 # none, and where PYTHONDONTWRITEBYTECODE=1 (CI, many shells) each process would compile them from source
-# again (`rocmft validate` of a plain file: ~16 s of CPU -> ~7 s; benchmarks/validate_speed.py).
+# again (`rocmft validate` of a plain file: ~20 s of CPU -> ~8 s on 2 cores; benchmarks/validate_speed.py).
 check_log=$(mktemp)
 trap 'rm -f "$check_log"' EXIT
 env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" - "$where" "$CPU_INDEX" >"$check_log" 2>&1 <<'PY' || { grep -v real_accelerator "$check_log" | tail -20 >&2; exit 1; }
