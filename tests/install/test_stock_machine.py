@@ -36,6 +36,11 @@ def test_make_setup_takes_the_cpu_torch_from_the_torch_index_never_cuda(tmp_path
     probe = subprocess.run([str(clone / ".venv/bin/python"), "-c", CHECK_CPU_STACK], capture_output=True, text=True)
     assert probe.returncode == 0, probe.stderr[-2000:]
     assert "cuda None hip None nvidia [] torch 2.13.0+cpu" in probe.stdout, probe.stdout
+    # What every rocmft process imports is compiled once, at setup, even where PYTHONDONTWRITEBYTECODE=1
+    site = next((clone / ".venv" / "lib").glob("python3*/site-packages"))
+    for module in ("llamafactory/hparams/parser", "llamafactory/train/tuner", "deepspeed/runtime/config", "torch/__init__"):
+        folder, name = (site / module).parent, (site / module).name
+        assert list((folder / "__pycache__").glob(f"{name}.*.pyc")), f"no bytecode for {module}"
     # Idempotent: the second run installs nothing and says nothing.
     again = make(clone, "setup", env=stock_env(TORCH_INDEX_URL=torch_index), timeout=120)
     assert again.returncode == 0 and "==>" not in again.stdout, again.stdout
