@@ -46,3 +46,30 @@ def test_each_page_starts_with_the_command_it_is_about():
         lines = page.read_text().splitlines()
         assert lines[0].startswith("# ") and "`" in lines[0], f"{page.name}: the title names no command"
         assert "```" in lines[2], f"{page.name}: the commands come right after the title"
+
+
+def _code(text: str) -> str:
+    """The README's or a page's commands: fenced blocks and `inline code`, not prose ("would make it stop")."""
+    return "\n".join(re.findall(r"```.*?```|`[^`\n]+`", text, re.DOTALL))
+
+
+MAKEFILES = [ROOT / "Makefile", *sorted((ROOT / "mk").glob("*.mk"))]
+TARGETS = {t for f in MAKEFILES for t in re.findall(r"^([a-z][\w-]*):", f.read_text(), re.MULTILINE)}
+# Named in the README before they land (issue 23 section 2); the test below fails once one exists.
+NOT_YET = {"eval"}
+
+
+def test_every_make_target_the_docs_name_exists():
+    assert not NOT_YET & TARGETS, f"{NOT_YET & TARGETS} exist now: take them out of NOT_YET"
+    for page in [ROOT / "README.md", *PAGES]:
+        named = set(re.findall(r"\bmake ([a-z][\w-]*)", _code(page.read_text())))
+        assert named <= TARGETS | NOT_YET, f"{page.name} names make targets that do not exist: {named - TARGETS}"
+
+
+def test_every_recipe_the_docs_name_is_shipped_or_made_by_a_command_they_show():
+    codes = {page.name: _code(page.read_text()) for page in [ROOT / "README.md", *PAGES]}
+    known = {p.stem for p in (ROOT / "recipes").glob("*.yaml")}
+    known |= {name for code in codes.values() for name in re.findall(r"\bTO=([\w.-]+)", code)}  # make copy/import
+    for page, code in codes.items():
+        named = set(re.findall(r"\bRECIPE=([\w.-]+)", code)) | set(re.findall(r"\brecipes/([\w.-]+)\.yaml", code))
+        assert named <= known, f"{page} names recipes that are neither shipped nor made by make copy/import: {named - known}"
