@@ -282,7 +282,9 @@ def _append_many(args):
 
 def test_concurrent_appends_keep_every_row_whole(tmp_path):
     path = tmp_path / "bench.csv"
-    with multiprocessing.get_context("fork").Pool(4) as pool:
+    # spawn, not fork: by now this pytest process may hold pyarrow (jemalloc's background thread, from an
+    # earlier test's LLaMA-Factory import), and a forked worker then deadlocks in malloc at its exit.
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
         pool.map(_append_many, [(str(path), 25, f"p{k}") for k in range(4)])
     text = path.read_text()
     assert text.count(bench.HEADER_LINE) == 1
