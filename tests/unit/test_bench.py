@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import csv
 import json
-import multiprocessing
 import shlex
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -274,18 +275,24 @@ def test_append_refuses_other_columns(tmp_path):
     assert path.read_text() == "date,host\nx,y\n"
 
 
-def _append_many(args):
-    path, n, tag = args
-    for i in range(n):
-        bench.append_row(Path(path), {**GOOD, "host": f"{tag}-{i}"})
+APPEND_MANY = """
+import json, sys
+from pathlib import Path
+from rocmft import bench
+path, n, tag, row = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+for i in range(n):
+    bench.append_row(Path(path), {**row, "host": f"{tag}-{i}"})
+"""
 
 
 def test_concurrent_appends_keep_every_row_whole(tmp_path):
     path = tmp_path / "bench.csv"
-    # spawn, not fork: by now this pytest process may hold pyarrow (jemalloc's background thread, from an
-    # earlier test's LLaMA-Factory import), and a forked worker then deadlocks in malloc at its exit.
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        pool.map(_append_many, [(str(path), 25, f"p{k}") for k in range(4)])
+    # Four separate interpreters, not a fork Pool: by now this pytest process may hold pyarrow (jemalloc's
+    # background thread, from an earlier test's LLaMA-Factory import), and a forked worker then deadlocked in
+    # malloc at its exit; a spawn Pool leaves multiprocessing's resource tracker running after the test.
+    writers = [subprocess.Popen([sys.executable, "-c", APPEND_MANY, str(path), "25", f"p{k}", json.dumps(GOOD)])
+               for k in range(4)]
+    assert [w.wait(timeout=300) for w in writers] == [0, 0, 0, 0]
     text = path.read_text()
     assert text.count(bench.HEADER_LINE) == 1
     rows = bench.read_rows(path)
