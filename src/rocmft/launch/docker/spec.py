@@ -188,7 +188,7 @@ def container_spec(
         command=tuple(command) if command is not None else _python_command(plan.argv),
         name=name or f"rocmft-{posixpath.basename(run_dir.rstrip('/')) or 'shell'}",
         environment=env,
-        secret_env=tuple(n for n in plan.secret_env if n in SECRET_ENV),
+        secret_env=plan.secret_env,
         devices=devices,
         group_add=group_add,
         ipc_mode=ipc_mode,

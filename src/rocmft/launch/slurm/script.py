@@ -26,7 +26,9 @@ from typing import Iterable, Mapping
 
 from ... import __version__
 from ...arches import Arch
+from ...problems import raise_if_errors
 from ...recipes import Recipe
+from .. import names
 from ..outcome import EXIT_STOPPED
 from ..plan import DEVICE_VARS, LaunchPlan
 from .options import SlurmOptions, warning_seconds
@@ -46,9 +48,13 @@ def shell_argv(argv: Iterable[str]) -> str:
     return " ".join(PLACEHOLDERS.get(a) or shlex.quote(a) for a in argv)
 
 
+class NodeExpands(str):
+    """A word the node's shell expands (`$(id -u)`, `${SLURM_JOB_ID}`): written in double quotes. Every other
+    word is quoted whole, so a `$(` in a path or an image name stays text."""
+
+
 def _quote(word: str) -> str:
-    """Quote a word for the shell, except the `$(...)`/`${...}` the node's shell must expand (kept in "")."""
-    return f'"{word}"' if ("${" in word or "$(" in word) else shlex.quote(word)
+    return f'"{word}"' if isinstance(word, NodeExpands) else shlex.quote(word)
 
 
 def bind_paths(root: Path, run_dir: Path, env: Mapping[str, str]) -> list[str]:
@@ -74,7 +80,7 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Pat
         return words + ["--pwd", str(root), str(opts.sif)]
     if opts.container == "docker":
         # As the submitting user: files in the run dir stay theirs, and NFS with root_squash stays writable.
-        words = ["docker", "run", "--rm", "--init", "--user", "$(id -u):$(id -g)"]
+        words = ["docker", "run", "--rm", "--init", "--user", NodeExpands("$(id -u):$(id -g)")]
         if job:
             words += ["--network=host", "--ipc=host"]
             if arch.is_gpu:
@@ -105,7 +111,7 @@ def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[s
     prefix = container_prefix(opts, arch, binds, root, env_names, job=True)
     if opts.container == "docker":
         # The container gets the task's name so a cancelled job's container can be found (docker ps).
-        prefix = prefix[:4] + ["--name", "rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}"] + prefix[4:]
+        prefix = prefix[:4] + ["--name", NodeExpands("rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}")] + prefix[4:]
         if arch.is_gpu:
             parts.append("ib=(); [[ -e /dev/infiniband ]] && ib=(--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1)")
     words = [_quote(w) for w in prefix]
@@ -133,6 +139,8 @@ def directives(recipe: Recipe, arch: Arch, opts: SlurmOptions, run_dir: Path, ro
         lines.append(f"--account={opts.account}")
     lines += [f"--chdir={root}", f"--output={run_dir}/train.log", "--open-mode=append", "--export=ALL"]
     lines += list(opts.sbatch_args)
+    # each is one `#SBATCH` line: a newline in a recipe's file name or the project's path would start another
+    raise_if_errors([p for line in lines for p in names.check("#SBATCH", line)])
     return lines
 
 
