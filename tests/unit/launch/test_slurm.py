@@ -239,7 +239,7 @@ def test_docker_run_line_is_data():
     node = shlex.split(line(text, "NODE_CMD=").partition("=")[2])[0]
     assert ('exec docker run --rm --init --name "rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}" --user "$(id -u):$(id -g)" '
             "--network=host --ipc=host --device=/dev/kfd --device=/dev/dri --group-add video "
-            "--security-opt seccomp=unconfined -e HF_TOKEN -e HIP_FORCE_DEV_KERNARG") in node
+            "--cap-add=SYS_NICE -e HF_TOKEN -e HIP_FORCE_DEV_KERNARG") in node
     assert f'-v {ROOT}:{ROOT} "${{ib[@]}}" -w {ROOT} reg.example/rocmft:0.1.0-gfx942 python -m torch.distributed.run' in node
     assert "[[ -e /dev/infiniband ]] && ib=(--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1)" in node
     book = [ln for ln in text.splitlines() if ln.startswith("docker run")]

@@ -84,8 +84,8 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Pat
         if job:
             words += ["--network=host", "--ipc=host"]
             if arch.is_gpu:
-                words += ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video",
-                          "--security-opt", "seccomp=unconfined"]
+                # Docker's seccomp profile stays on; CAP_SYS_NICE lets ROCr bind buffers to NUMA nodes (docker/spec.py)
+                words += ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video", "--cap-add=SYS_NICE"]
             for name in env_names:
                 words += ["-e", name]  # the value comes from the task's environment, never from this file
         else:
