@@ -16,15 +16,16 @@ from .plan import LOOPBACK, PASSWORD_ENV, WEBUI_USER
 
 
 def main() -> int:
-    from llamafactory.extras.misc import fix_proxy, is_env_enabled
-    from llamafactory.webui.interface import create_ui
-
     host = os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")
     password = os.environ.pop(PASSWORD_ENV, "")
     if host not in LOOPBACK and not password:
         print(f"error: {PASSWORD_ENV}: LlamaBoard listens on {host}, beyond this machine, and needs a password",
               file=sys.stderr)
         return 2
+
+    from llamafactory.extras.misc import fix_proxy, is_env_enabled
+    from llamafactory.webui.interface import create_ui
+
     fix_proxy(ipv6_enabled=is_env_enabled("GRADIO_IPV6"))
     auth = (WEBUI_USER, password) if host not in LOOPBACK else None
     create_ui().queue().launch(share=False, server_name=host, auth=auth, inbrowser=False)

@@ -99,3 +99,15 @@ def test_parse_port():
     for bad in ("http", "0", "70000", "-1"):
         _, problems = plan.parse_port(bad, 8000)
         assert problems[0].line() == f"error: PORT: `{bad}` is not a TCP port (1-65535)"
+
+
+def test_llamaboard_itself_refuses_to_listen_beyond_loopback_without_a_password():
+    """What runs in the job's runtime checks it again: no path starts LlamaBoard open to the network."""
+    import subprocess
+    import sys
+
+    env = {"GRADIO_SERVER_NAME": "0.0.0.0", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "rocmft.serve.llamaboard"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: WEBUI_PASSWORD: LlamaBoard listens on 0.0.0.0, beyond this machine, and needs a password"]

@@ -1,8 +1,8 @@
 """The pure half of RUNTIME=docker: the plan, the arch and the host's facts in, a `ContainerSpec` out.
 
 `container_spec(plan, arch, host, image=...)` decides image, command, environment, devices, groups, IPC,
-capabilities, network, ulimits, mounts, user and labels. Unit tests pin it for any host; `container.json` in the run dir
-records it; `docker_run_argv` prints the same container as a `docker run` line (what `make shell` runs).
+capabilities, network, ulimits, mounts, user and labels. Unit tests pin it for any host; `container.json` in
+the run dir records it; `docker_run_argv` prints the same container as a `docker run` line (`make shell`).
 
 Choices (docs/gpu.md explains them to users):
   - Paths: the project root is mounted at its own absolute path and is the working directory. The rendered
