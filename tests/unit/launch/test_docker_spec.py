@@ -95,6 +95,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
+            "WANDB_DIR": f"{ROOT}/runs/x",  # not ./wandb in the read-only checkout
         },
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
         devices=("/dev/kfd", "/dev/dri"),  # every GPU: ROCr numbers them as on the host
@@ -137,7 +138,7 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     assert spec.environment == {
         "HF_HOME": "/home/bob/.cache/huggingface", "HOME": f"{ROOT}/.cache/container-home",
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
-        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
+        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x",
     }
     assert spec.devices == ("/dev/kfd", "/dev/dri")
     assert spec.group_add == ("44", "992")  # the host's GIDs, not names the image may not know
@@ -163,7 +164,7 @@ def test_spec_gfx1100_as_docker_run_line():
         "--env=FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
         "--env=HF_HOME=/home/bob/.cache/huggingface", f"--env=HOME={ROOT}/.cache/container-home",
         "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", "--env=ROCMFT_RUN_DIR=runs/x",
-        "--env=HF_TOKEN", "--env=WANDB_API_KEY",
+        f"--env=WANDB_DIR={ROOT}/runs/x", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
         "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",
         "--label=ai.rocmft.launcher.host=ws", "--label=ai.rocmft.launcher.pid=4242",
         f"--label=ai.rocmft.run={ROOT}/runs/x",

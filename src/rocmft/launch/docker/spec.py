@@ -184,6 +184,8 @@ def container_spec(
     env = {k: v for k, v in plan.env.items() if k not in SECRET_ENV}
     env["HF_HOME"] = hf_home
     env["HOME"] = home
+    if run_dir:  # report_to: wandb writes ./wandb under the working directory, which is read-only
+        env.setdefault("WANDB_DIR", run_dir)
 
     devices: tuple[str, ...] = ()
     group_add: tuple[str, ...] = ()
