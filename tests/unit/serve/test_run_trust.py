@@ -51,6 +51,9 @@ def test_a_run_dir_outside_the_runs_folder_or_someone_elses_gets_a_note(runs_dir
 def test_resume_from_a_run_dir_outside_the_runs_folder_gets_a_note(runs_dir, tmp_path):
     from rocmft import pipeline
 
-    elsewhere = make_run(tmp_path / "shared", "theirs", checkpoints=(6,))
+    from tests.unit.test_checkpoints import fake_checkpoint
+
+    elsewhere = make_run(tmp_path / "shared", "theirs")
+    fake_checkpoint(elsewhere / "output" / "checkpoint-6", 6)  # complete: what RESUME= takes
     prep = pipeline.prepare("tiny-cpu", [], resume=str(elsewhere), run_name="resumed", validate=False, env={})
     assert [m.key for m in prep.messages if m.severity == "note" and "loaded as you" in m.message] == ["RESUME"]
