@@ -1,6 +1,6 @@
 # Try what you trained: chat with a run, serve it over an OpenAI-compatible API, or open LlamaBoard.
 #   make chat RUN=last PROMPT="hi"           one answer on stdout (no PROMPT: an interactive chat)
-#   make serve RUN=last PORT=8000            http://127.0.0.1:8000/v1 until Ctrl-C; API_KEY=... requires a key
+#   make serve RUN=last PORT=8000            http://127.0.0.1:8000/v1 until Ctrl-C, behind a key (export API_KEY, else generated)
 #   make webui                               LlamaBoard on http://127.0.0.1:7860 (ARCH=, in its container)
 # Each runs where the run trained (RUNTIME=local|docker to choose), with the run's own template.
 .PHONY: chat serve webui
@@ -15,10 +15,10 @@ chat: host ## talk to a run with its adapter (or merged export) and template (RU
 	$(call stack_when_local,chat $(RUN_ARGS) $(SERVE_FLAGS))
 	@$(ROCMFT) chat $(RUN_ARGS) $(call opt,--prompt,$(call from_cmdline,PROMPT)) $(SERVE_FLAGS)
 
-serve: host ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, API_KEY= requires a key, SET=, RUNTIME=)
+serve: host ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, a key: exported API_KEY or generated, SET=, RUNTIME=)
 	$(call stack_when_local,serve $(RUN_ARGS) $(SERVE_FLAGS))
 	@$(ROCMFT) serve $(RUN_ARGS) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
 
-webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; GPU arches in their container)
+webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1, beyond it a login: WEBUI_PASSWORD; GPU arches in their container)
 	$(call stack_when_local,webui $(call opt,--arch,$(ARCH)) $(SERVE_FLAGS))
 	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from . import arches, layout, paths, recipes, render, runs
+from . import arches, layout, paths, recipes, render, run_trust, runs
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
 
@@ -69,15 +69,16 @@ def prepare(
     recipe = recipes.load(recipe_spec, overrides)
     arch_info = arches.get(recipe.arch, file=recipe.path)
     selected = explicit or (launch_plan.devices_from_env(env) if arch_info.is_gpu else None)
-    resume_from, skipped = None, []
+    resume_from, skipped, resumed_notes = None, [], []
     if resume:
         checkpoint, skipped = runs.resume_checkpoint(resume, recipe.name)
         resume_from = runs.relative(checkpoint)
+        resumed_notes = run_trust.foreign_notes(checkpoint.parents[1], "RESUME")  # run/output/checkpoint-N
     # A world size other than the recipe file's (GPUS=, NODES=, SET=gpus_per_node) changes its global batch;
     # a checkpoint written by another number of DeepSpeed ranks does not load.
     written = recipes.load(recipe_spec)
     early = skipped + layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
-    early += layout.resume_problems(recipe, resume_from, paths.root())
+    early += layout.resume_problems(recipe, resume_from, paths.root()) + resumed_notes
     run_dir = runs.choose(recipe.name, run_name)
     run_path = runs.relative(run_dir)
     validated_in = ""

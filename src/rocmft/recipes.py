@@ -23,7 +23,7 @@ DEEPSPEED_PRESETS = ("none", "zero0", "zero2", "zero3", "zero3-offload-optimizer
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 PROJECT_KEYS = (
     "base", "description", "arch", "gpus_per_node", "nodes", "deepspeed", "precision",
-    "watchdog", "resilience", "env", "plan", "llamafactory",
+    "watchdog", "resilience", "env", "secrets", "plan", "llamafactory",
 )
 WATCHDOG_KEYS = ("enabled", "grad_norm_max", "grad_norm_patience", "loss_rise_factor", "min_steps")
 # What a stop, a preemption or a lost process does (docs/multinode.md): each key, its least and greatest value.
@@ -31,7 +31,12 @@ WATCHDOG_KEYS = ("enabled", "grad_norm_max", "grad_norm_patience", "loss_rise_fa
 RESILIENCE_KEYS = {"stop_grace_s": (10, 65535), "max_restarts": (0, 100), "max_requeues": (0, 1000)}
 RESILIENCE_DEFAULTS = {"stop_grace_s": 300, "max_restarts": 0, "max_requeues": 3}
 # Environment variables that carry credentials: passed from the user's shell at launch, never stored.
+# A recipe's `secrets:` names more (names only; the values stay in the shell).
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "MODELSCOPE_API_TOKEN")
+# What looks like a credential, as an `env:` name or a LLaMA-Factory argument (hub_token, swanlab_api_key, ...):
+# never written into a recipe, a rendered file or a log.
+CREDENTIAL = re.compile(r"(token|key|password|passwd)$|secret", re.IGNORECASE)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # LLaMA-Factory arguments a recipe must not set itself, with what to use instead. Each is either owned by
 # the project (one run dir per run, precision from the arch) or a known-wrong habit from the posts.
@@ -61,6 +66,7 @@ class Recipe:
     watchdog: Mapping[str, Any] | None = None
     resilience: Mapping[str, int] = field(default_factory=lambda: dict(RESILIENCE_DEFAULTS))
     env: Mapping[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()  # names of more credentials passed from the shell, like HF_TOKEN
     plan: Mapping[str, Any] = field(default_factory=dict)
     llamafactory: Mapping[str, Any] = field(default_factory=dict)
     deepspeed_file: str = ""  # `deepspeed: x.json`: the recipe's own DeepSpeed JSON, resolved ("" for a preset)
@@ -81,6 +87,7 @@ class Recipe:
             "watchdog": copy.deepcopy(dict(self.watchdog)) if self.watchdog is not None else False,
             "resilience": dict(self.resilience),
             "env": dict(self.env),
+            "secrets": list(self.secrets),
             "plan": copy.deepcopy(dict(self.plan)),
             "llamafactory": copy.deepcopy(dict(self.llamafactory)),
         }
@@ -235,9 +242,17 @@ def check(data: dict[str, Any], file: str) -> list[Problem]:
         problems.append(Problem(file, "env", "must be a mapping NAME: value"))
         env = {}
     for name in env:
-        if name in SECRET_ENV:
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+            problems.append(Problem(file, f"env.{name!r}", "not an environment variable name",
+                                    "letters, digits and _, not starting with a digit"))
+        elif CREDENTIAL.search(name):
             problems.append(Problem(file, f"env.{name}", "secrets never go in a recipe",
-                                    f"export {name} in your shell; rocmft passes it to the job without writing it anywhere"))
+                                    f"export {name} in your shell and list its name under `secrets:`; rocmft passes it "
+                                    "to the job without writing it anywhere"))
+    secrets = data.get("secrets") or []
+    if not isinstance(secrets, list) or not all(isinstance(n, str) and ENV_NAME.fullmatch(n) for n in secrets):
+        problems.append(Problem(file, "secrets", "must be a list of environment variable names",
+                                "e.g. secrets: [MY_REGISTRY_TOKEN] (the values stay in your shell)"))
     lf = data.get("llamafactory")
     if not isinstance(lf, dict) or not lf:
         problems.append(Problem(file, "llamafactory", "missing: the LLaMA-Factory arguments of the recipe"))
@@ -245,6 +260,10 @@ def check(data: dict[str, Any], file: str) -> list[Problem]:
         for key, instead in RESERVED_LF_KEYS.items():
             if key in lf:
                 problems.append(Problem(file, f"llamafactory.{key}", "not set in a recipe", instead))
+        for key in lf:
+            if CREDENTIAL.search(str(key)):
+                problems.append(Problem(file, f"llamafactory.{key}", "secrets never go in a recipe (train.yaml is kept in the run dir)",
+                                        "export the service's own variable (HF_TOKEN, WANDB_API_KEY, ...) in your shell"))
     return problems
 
 
@@ -291,6 +310,7 @@ def load(name_or_path: str, overrides: Iterable[str] = ()) -> Recipe:
         watchdog=_watchdog(data.get("watchdog", True)),
         resilience={**RESILIENCE_DEFAULTS, **(data.get("resilience") or {})},
         env={k: str(v) for k, v in (data.get("env") or {}).items()},
+        secrets=tuple(data.get("secrets") or ()),
         plan=dict(data.get("plan") or {}),
         llamafactory=dict(data["llamafactory"]),
         deepspeed_file=str(ds_file or ""),

@@ -1,5 +1,5 @@
 """chat and serve with RUNTIME=docker for real: the session's tiny-cpu run (`trained_run`, trained in the venv)
-served from the CPU image by a real Docker daemon, answering through the port published on 127.0.0.1.
+served from the CPU image by a real Docker daemon, on the host's network, answering on 127.0.0.1 only.
 
 Needs a daemon (DOCKER_HOST, e.g. from `eval "$(scripts/ci/dockerd-up.sh)"`) and the CPU image
 (`make wheelhouse ARCH=cpu && make image ARCH=cpu OFFLINE=1`); skipped only when no daemon is configured.
@@ -7,6 +7,7 @@ Needs a daemon (DOCKER_HOST, e.g. from `eval "$(scripts/ci/dockerd-up.sh)"`) and
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -45,8 +46,25 @@ def removed_after(client, run):  # noqa: F811
         container.remove(force=True)
 
 
-def test_make_serve_in_the_container_answers_through_the_published_port(client, env, run, process_mark,  # noqa: F811
-                                                                         removed_after):
+def bridge_probe(client, cpu_image, host: str, port: int) -> str:  # noqa: F811
+    """From a second container on Docker's default bridge: `open` if host:port accepts a connection."""
+    container = client.containers.run(
+        cpu_image.id, ["python", "-c", ("import socket, sys\n"
+                       "try:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close(); print('open')\n"
+                       "except OSError as exc:\n print(type(exc).__name__)"), host, str(port)],
+        name=f"rocmft-bridge-probe-{os.getpid()}-{port}", detach=True, network_mode="bridge")
+    try:
+        container.wait(timeout=60)
+        return container.logs().decode().strip()
+    finally:
+        container.remove(force=True)
+
+
+def test_make_serve_in_the_container_answers_on_loopback_only(client, cpu_image, env, run, process_mark,  # noqa: F811
+                                                              removed_after):
+    """The server binds 127.0.0.1 on the host's network: the openai client on this machine gets answers,
+    and a second container on Docker's bridge reaches it nowhere (on a bridge, the server listened on
+    0.0.0.0 at the container's 172.17.0.x, open to every container and every local user)."""
     import openai
 
     port = free_port()
@@ -57,8 +75,10 @@ def test_make_serve_in_the_container_answers_through_the_published_port(client, 
     assert len(ours) == 1
     container = ours[0]
     assert container.labels["ai.rocmft.serve"] == "api" and container.image.labels["ai.rocmft.arch"] == "cpu"
-    bindings = container.attrs["HostConfig"]["PortBindings"][f"{port}/tcp"]
-    assert bindings == [{"HostIp": "127.0.0.1", "HostPort": str(port)}]  # published on loopback only
+    assert container.attrs["HostConfig"]["NetworkMode"] == "host" and not container.attrs["HostConfig"]["PortBindings"]
+    mounts = {m["Destination"]: m["RW"] for m in container.attrs["Mounts"]}
+    assert mounts[str(ROOT)] is False  # the checkout read-only
+    assert container.attrs["HostConfig"]["IpcMode"] != "host" and not container.attrs["HostConfig"]["SecurityOpt"]
     assert KEY not in str(container.attrs["Config"]["Cmd"]) and KEY not in "\n".join(server.lines)
     client_ = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
     done = client_.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hello"}])
@@ -68,6 +88,11 @@ def test_make_serve_in_the_container_answers_through_the_published_port(client, 
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0) \
             .chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}])
+    # the attack: another container on the bridge, at the host's bridge address and at the server's own
+    gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    targets = [gateway] + [n["IPAddress"] for n in container.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]]
+    for address in targets:
+        assert bridge_probe(client, cpu_image, address, port) != "open", f"reachable from the bridge at {address}"
     server.stop(signal.SIGTERM)
     assert_nothing_left(server, port)  # waits for it, generously: a hang fails, a slow machine does not
     assert serve_containers(client, run) == []  # stopped and removed by the launcher itself

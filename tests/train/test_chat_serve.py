@@ -123,6 +123,12 @@ def chat(env, run: Path, prompt: str, *extra: str) -> subprocess.CompletedProces
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+def generated_key(server: Server) -> str:
+    """The key a server generated when no API_KEY was exported: printed once, as an export line."""
+    [line] = [ln for ln in server.lines if "export API_KEY=" in ln]
+    return line.split("export API_KEY=", 1)[1].strip()
+
+
 def test_make_chat_prompt_prints_an_answer(env, run):
     proc = chat(env, run, "hello, 'quoted' \"twice\"")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -153,7 +159,7 @@ def test_make_serve_answers_the_openai_client_and_stops_on_sigterm(env, run, pro
     text = "\n".join(server.lines)
     assert f"OpenAI base URL: http://127.0.0.1:{port}/v1" in text
     assert f"curl http://127.0.0.1:{port}/v1/chat/completions" in text
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=generated_key(server), max_retries=0)
     assert [m.id for m in client.models.list().data] == [run.name]
     done = client.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hello"}])
     assert done.choices[0].message.content.strip() and 0 < done.usage.completion_tokens <= 16  # SET= reached it
@@ -191,4 +197,37 @@ def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_s
     keyed = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
     assert keyed.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}]).choices
     assert server.stop(signal.SIGINT, group=False) == 0  # the launcher alone: it stops its server itself
+    assert_nothing_left(server, port)
+
+
+def test_without_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(env, run):
+    """LLaMA-Factory's API allows every CORS origin: a page on any site, open in the user's browser, could
+    post to 127.0.0.1 and read the answer. A request carrying a foreign Origin and no key is refused; the
+    real openai client with the generated key is answered; the request log is the user's alone."""
+    import json
+    import stat
+    import urllib.error
+    import urllib.request
+
+    import openai
+
+    port = free_port()
+    server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "SET=max_new_tokens=8 do_sample=false"],
+                    {k: v for k, v in env.items() if k != "API_KEY"})
+    server.wait_for("Ctrl-C stops it")
+    key = generated_key(server)
+    assert len(key) >= 32 and sum(key in line for line in server.lines) == 1  # printed once
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    body = json.dumps({"model": run.name, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    for path, data in (("/v1/chat/completions", body), ("/v1/models", None)):
+        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers={
+            "Origin": "http://evil.example", "Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            direct.open(request, timeout=30)
+        assert refused.value.code == 401, path
+    keyed = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
+    assert keyed.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}]).choices
+    log = ROOT / ".cache" / "serve" / f"api-{run.name}.log"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    server.stop(signal.SIGTERM)
     assert_nothing_left(server, port)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import offline_env, wait_until
+from tests.conftest import PYTHON, offline_env, wait_until
 from tests.train.test_chat_serve import Server, assert_nothing_left, free_port
 
 pytestmark = pytest.mark.train
@@ -86,7 +86,9 @@ def open_browser(browser: str, profile: Path, env: dict[str, str]) -> tuple[subp
 def test_make_webui_cpu_demo_shows_llamaboard_in_chromium(tmp_path, tiny_model, process_mark):
     browser_path = chromium()  # before anything starts: a skip (no Chromium) must leave nothing listening
     # the server and the browser carry the test's mark: stopped at teardown whatever the outcome
-    env = process_mark.env(offline_env(tmp_path, BROWSER="true"))  # Gradio's inbrowser=True must open nothing
+    env = process_mark.env(offline_env(tmp_path, BROWSER="true", GRADIO_SHARE="1", VERBOSE="1"))
+    # Gradio's inbrowser=True must open nothing; GRADIO_SHARE=1 inherited from the shell must not open a
+    # public share link; VERBOSE=1 shows Gradio's lines
     port = free_port()
     server = Server(["make", "-s", "webui", f"PORT={port}"], env)
     line = server.wait_for("LlamaBoard: ")
@@ -121,3 +123,38 @@ def test_make_webui_cpu_demo_shows_llamaboard_in_chromium(tmp_path, tiny_model, 
     server.stop(signal.SIGINT)  # what Ctrl-C sends to the terminal's process group
     assert_nothing_left(server, port)
     assert any(f"stopped (SIGINT); nothing is listening on port {port}" in line for line in server.lines)
+    output = "\n".join(server.lines)
+    assert "To create a public link, set `share=True`" in output  # Gradio's own line when it does not share
+    assert "share link" not in output and "public URL" not in output and "gradio.live" not in output
+
+
+def test_webui_beyond_loopback_asks_for_a_password(tmp_path, tiny_model, process_mark):
+    """Any address but 127.0.0.1/localhost/::1 (127.0.0.2 here: reachable from this machine only) gets
+    Gradio's login: nothing without it, everything with the password generated and printed once."""
+    import http.cookiejar
+    import urllib.error
+    import urllib.parse
+
+    port = free_port()
+    env = process_mark.env({k: v for k, v in offline_env(tmp_path, BROWSER="true").items() if k != "WEBUI_PASSWORD"})
+    server = Server([PYTHON, "-m", "rocmft.cli.main", "webui", "--host", "127.0.0.2", "--port", str(port)], env)
+    server.wait_for("Ctrl-C stops it")
+    [line] = [ln for ln in server.lines if "log in as rocmft, password " in ln]
+    password = line.split("password ", 1)[1].split(" ")[0]
+    assert len(password) >= 32
+    assert any("password (WEBUI_PASSWORD)" in ln for ln in server.lines)  # the warning says what protects it
+    base = f"http://127.0.0.2:{port}"
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPCookieProcessor(jar))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        browser.open(f"{base}/config", timeout=30)
+    assert refused.value.code == 401
+    with pytest.raises(urllib.error.HTTPError):
+        browser.open(f"{base}/login", data=urllib.parse.urlencode({"username": "rocmft", "password": "wrong"}).encode(),
+                     timeout=30)
+    browser.open(f"{base}/login", data=urllib.parse.urlencode({"username": "rocmft", "password": password}).encode(),
+                 timeout=30)
+    config = json.loads(browser.open(f"{base}/config", timeout=30).read())
+    assert config.get("title", "").startswith("LLaMA Factory")
+    server.stop(signal.SIGINT)
+    assert_nothing_left(server, port)

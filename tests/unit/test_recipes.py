@@ -143,3 +143,27 @@ def test_set_items_split_at_each_key_and_an_apostrophe_is_text():
     assert split_set("x=1' ; echo PWNED ; echo '") == ["x=1' ; echo PWNED ; echo '"]
     assert split_set("lr 5e-5") == ["lr 5e-5"]  # then reported: not key=value
     assert split_set("") == [] and split_set(None) == []
+
+
+def test_anything_that_looks_like_a_credential_is_refused_in_a_recipe(tmp_path):
+    path = write(tmp_path, "a.yaml", "base: tiny-cpu\nenv: {MY_SERVICE_PASSWORD: p, REGISTRY_TOKEN: t, S3_SECRET_ACCESS: s,"
+                                     " OPENAI_API_KEY: k, OMP_NUM_THREADS: '2'}\n"
+                                     "llamafactory: {hub_token: hf_x, swanlab_api_key: k}\n")
+    with pytest.raises(ProblemReport) as exc:
+        recipes.load(str(path))
+    assert keys(exc.value) == ["env.MY_SERVICE_PASSWORD", "env.REGISTRY_TOKEN", "env.S3_SECRET_ACCESS",
+                               "env.OPENAI_API_KEY", "llamafactory.hub_token", "llamafactory.swanlab_api_key"]
+    assert "list its name under `secrets:`" in str(exc.value)
+    # through SET= too
+    with pytest.raises(ProblemReport) as exc:
+        recipes.load("tiny-cpu", ["hub_token=hf_abc", "env.WANDB_API_KEY=x"])
+    assert keys(exc.value) == ["env.WANDB_API_KEY", "llamafactory.hub_token"]
+
+
+def test_secrets_lists_names_only(tmp_path):
+    path = write(tmp_path, "a.yaml", "base: tiny-cpu\nsecrets: [MY_REGISTRY_TOKEN]\n")
+    assert recipes.load(str(path)).secrets == ("MY_REGISTRY_TOKEN",)
+    bad = write(tmp_path, "b.yaml", "base: tiny-cpu\nsecrets: {MY_TOKEN: value}\n")
+    with pytest.raises(ProblemReport) as exc:
+        recipes.load(str(bad))
+    assert keys(exc.value) == ["secrets"]

@@ -44,7 +44,7 @@ def run(args) -> int:
 
     from ..serve import docker
 
-    client, spec, _ports = docker.prepare(chat, s.arch, image_ref=args.image, gpus=s.gpus, caller_env=os.environ)
+    client, spec = docker.prepare(chat, s.arch, image_ref=args.image, gpus=s.gpus, caller_env=os.environ)
     _say(messages)
     print(f"{what} (in container {spec.name} from {spec.image})", file=sys.stderr, flush=True)
     if chat.kind == "chat":

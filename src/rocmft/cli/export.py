@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
-from .. import paths, runs
-from ..problems import Problem, ProblemReport
+from .. import paths, run_trust, runs
+from ..problems import Problem, ProblemReport, raise_if_errors
 
 HELP = "merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged"
 
@@ -44,6 +45,9 @@ def run(args) -> int:
         raise ProblemReport([Problem("", "RUN", f"{run_path}/output has no adapter (did the run finish?)", "see `make runs`")])
     if (run_dir / "merged").exists():
         raise ProblemReport([Problem("", "RUN", f"{run_path}/merged exists: not overwritten", "delete it to export again")])
+    raise_if_errors(run_trust.remote_code_allowed(run_path, train, os.environ))
+    for note in run_trust.foreign_notes(run_dir, "RUN"):
+        print(note.line(), file=sys.stderr)
     config = run_dir / "export.yaml"
     config.write_text(yaml.safe_dump(export_config(train, run_path), sort_keys=False))
     cli = Path(sys.executable).with_name("llamafactory-cli")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .common import add_listen_arguments, add_where_arguments
 
-HELP = "serve a run over LLaMA-Factory's OpenAI-compatible API (127.0.0.1:8000; API_KEY= requires a key)"
+HELP = "serve a run over LLaMA-Factory's OpenAI-compatible API (127.0.0.1:8000; always behind a key: API_KEY or one generated)"
 
 
 def add_arguments(parser) -> None:
@@ -34,24 +34,27 @@ def run(args) -> int:
     except ProblemReport as report:
         raise ProblemReport([*report.problems, *problems]) from None
     raise_if_errors(problems)
-    api = plan.api(s.target, s.settings, s.runtime, host, port, os.environ)
+    api = plan.api(s.target, s.settings, s.runtime, host, port)
     busy = ports.port_problem(host, port)
     messages = [*s.messages, *raise_if_errors([busy] if busy else [])]
-    messages += plan.exposure(api, os.environ)
+    messages += plan.exposure(api)
+    # LLaMA-Factory's API allows every CORS origin: without a key, any web page open in this user's browser
+    # could use the model. No API_KEY exported: one for this server, printed once, passed by name.
+    env, generated = plan.with_secret(os.environ, "API_KEY")
 
     def ready_lines() -> list[str]:
-        lines = [f"serving {s.target.name} as model `{api.name}`: {s.target.what}, template {s.target.template}",
-                 f"OpenAI base URL: {api.url}" + ("  (API key required: API_KEY)" if os.environ.get("API_KEY") else ""),
-                 f"try: {plan.curl_line(api, os.environ)}",
-                 "Ctrl-C stops it"]
-        return lines
+        key = (f"API key (generated for this server; export API_KEY to choose one): export API_KEY={generated}"
+               if generated else "API key: your API_KEY")
+        return [f"serving {s.target.name} as model `{api.name}`: {s.target.what}, template {s.target.template}",
+                f"OpenAI base URL: {api.url}", key, f"try: {plan.curl_line(api)}", "Ctrl-C stops it"]
 
-    return start(api, s.arch, s.gpus, args, messages, ready_lines,
-                  loading=f"loading {s.target.what} ({s.runtime}) ...")
+    return start(api, s.arch, s.gpus, args, messages, ready_lines, env,
+                 loading=f"loading {s.target.what} ({s.runtime}) ...")
 
 
-def start(srv, arch, gpus, args, messages, ready_lines, loading: str) -> int:
-    """Shared by serve and webui: checks, then the server in the foreground."""
+def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str) -> int:
+    """Shared by serve and webui: checks, then the server in the foreground. `env` is the caller's
+    environment plus a generated secret (API_KEY, WEBUI_PASSWORD) the server reads by name."""
     import os
     import sys
 
@@ -65,15 +68,15 @@ def start(srv, arch, gpus, args, messages, ready_lines, loading: str) -> int:
             print(problem.line(), file=sys.stderr)
         log = local.log_path(srv)
         print(f"[rocmft] {loading} (log: {log})", flush=True)
-        handle = local.Process(local.argv(srv), local.environment(srv, arch, os.environ))
+        handle = local.Process(local.argv(srv), local.environment(srv, arch, env))
         return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose)
 
     from ..serve import docker
 
-    client, spec, ports_ = docker.prepare(srv, arch, image_ref=args.image, gpus=gpus, caller_env=os.environ)
+    client, spec = docker.prepare(srv, arch, image_ref=args.image, gpus=gpus, caller_env=env)
     for problem in messages:
         print(problem.line(), file=sys.stderr)
     log = local.log_path(srv)
     print(f"[rocmft] {loading} in container {spec.name} from {spec.image} (log: {log})", flush=True)
-    handle = docker.Container(client, spec, ports_, os.environ)
+    handle = docker.Container(client, spec, env)
     return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose)

@@ -6,7 +6,7 @@ import importlib
 import os
 
 from .. import pipeline
-from ..problems import Problem, ProblemReport
+from ..problems import Problem, ProblemReport, raise_if_errors
 from .common import add_recipe_arguments, overrides, warn
 
 HELP = "render + validate + plan + launch a recipe (RUNTIME=local|docker|slurm|k8s)"
@@ -73,6 +73,8 @@ def run(args) -> int:
         return 0
     if args.runtime and args.runtime not in RUNTIMES:
         raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{args.runtime}`", f"one of: {', '.join(RUNTIMES)}")])
+    if args.runtime in ("slurm", "k8s"):  # their options become text in a script or manifest: checked first
+        raise_if_errors(runtime_module(args.runtime).option_problems(args))
     # Validation runs where the job will: the venv for local, the arch's image for docker (`validate.where`).
     faults = [f"resilience.{key}={getattr(args, key)}" for key in ("max_restarts", "max_requeues")
               if getattr(args, key, None) not in (None, "")]

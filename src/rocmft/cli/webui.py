@@ -17,6 +17,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import os
+
     from ..problems import ProblemReport, raise_if_errors
     from ..serve import plan, ports, session
     from .serve import start
@@ -33,11 +35,16 @@ def run(args) -> int:
     raise_if_errors(problems)
     ui = plan.webui(arch.name, runtime, host, port)
     busy = ports.port_problem(host, port)
-    messages = raise_if_errors([busy] if busy else []) + plan.exposure(ui, {})
+    messages = raise_if_errors([busy] if busy else []) + plan.exposure(ui)
+    env, generated = plan.with_secret(os.environ, plan.PASSWORD_ENV) if ui.secret_env else (dict(os.environ), None)
 
     def ready_lines() -> list[str]:
-        return [f"LlamaBoard: {ui.url}  ({arch.name}, {runtime})",
-                "for interactive experiments; recipes stay the source of truth for runs (`make train`)",
+        lines = [f"LlamaBoard: {ui.url}  ({arch.name}, {runtime})"]
+        if ui.secret_env:
+            password = (f"{generated} (generated; export {plan.PASSWORD_ENV} to choose one)" if generated
+                        else f"your {plan.PASSWORD_ENV}")
+            lines.append(f"log in as {plan.WEBUI_USER}, password {password}")
+        return [*lines, "for interactive experiments; recipes stay the source of truth for runs (`make train`)",
                 "Ctrl-C stops it"]
 
-    return start(ui, arch, gpus, args, messages, ready_lines, loading="starting LlamaBoard")
+    return start(ui, arch, gpus, args, messages, ready_lines, env, loading="starting LlamaBoard")

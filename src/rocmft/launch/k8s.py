@@ -20,7 +20,7 @@ from .. import __version__, paths, runs
 from ..arches import Arch
 from ..problems import Problem, raise_if_errors
 from ..recipes import SECRET_ENV, Recipe
-from . import slurm
+from . import names, slurm
 from .plan import LaunchPlan
 
 MANIFEST = "pytorchjob.yaml"
@@ -75,7 +75,7 @@ def seconds(time_limit: str) -> int:
     return ((days * 24 + h) * 60 + m) * 60 + s
 
 
-def pod_env(plan: LaunchPlan, root: Path, secret: str) -> tuple[list[dict[str, Any]], list[str]]:
+def pod_env(plan: LaunchPlan, root: Path, secret: str, secret_names: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], list[str]]:
     """The plan's env for a pod: host paths under the project moved under the mount; others dropped (noted)."""
     env: dict[str, str] = {}
     dropped = []
@@ -91,14 +91,14 @@ def pod_env(plan: LaunchPlan, root: Path, secret: str) -> tuple[list[dict[str, A
     env.setdefault("HF_HOME", f"{MOUNT}/.cache/huggingface")  # on the PVC: every pod shares one cache
     env["ROCMFT_ROOT"] = MOUNT
     items: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.items())]
-    for name in SECRET_ENV:
+    for name in dict.fromkeys((*SECRET_ENV, *secret_names)):
         items.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name, "optional": True}}})
     return items, dropped
 
 
 def pod_template(plan: LaunchPlan, recipe: Recipe, arch: Arch, *, image: str, pvc: str, secret: str, root: Path,
                  labels: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
-    env, dropped = pod_env(plan, root, secret)
+    env, dropped = pod_env(plan, root, secret, recipe.secrets)
     if arch.is_gpu:
         resources = {"limits": {"amd.com/gpu": plan.nproc_per_node}}
     else:
@@ -208,12 +208,25 @@ def render_manifest(job: Mapping[str, Any], recipe: Recipe, arch: Arch, *, manif
     )
 
 
-def check(prep, args) -> list[Problem]:
-    """The checks before the run dir exists: errors raise together, warnings are returned for the CLI to print."""
+def option_problems(args) -> list[Problem]:
+    """The options as text, before anything else runs: each ends up in the manifest (its comments too)."""
     time_limit = str(getattr(args, "time_limit", None) or slurm.DEFAULT_TIME).strip()
     problems: list[Problem] = []
     if not slurm._TIME.match(time_limit):  # one time format for both runtimes
         problems.append(Problem("", "TIME", f"`{time_limit}` is not a time limit", "e.g. TIME=04:00:00 (hours:minutes:seconds)"))
+    problems += names.check("K8S_NAMESPACE", getattr(args, "k8s_namespace", None), names.DNS_LABEL,
+                            "a namespace name (a DNS label: a-z, 0-9 and -, at most 63)", 63)
+    for key, attr in (("K8S_PVC", "k8s_pvc"), ("K8S_SECRET", "k8s_secret")):
+        problems += names.check(key, getattr(args, attr, None), names.DNS_SUBDOMAIN,
+                                "a Kubernetes object name (a-z, 0-9, - and ., at most 253)", 253)
+    problems += names.check("CONTAINER_IMAGE", getattr(args, "container_image", None), names.IMAGE_REF,
+                            "an image reference")
+    return problems
+
+
+def check(prep, args) -> list[Problem]:
+    """The checks before the run dir exists: errors raise together, warnings are returned for the CLI to print."""
+    problems = option_problems(args) + names.check("RECIPE", prep.recipe.name)
     if getattr(args, "gpus", None):
         problems.append(Problem("", "GPUS", "GPUS= picks cards on this machine; in a pod the device plugin decides",
                                 "use SET=gpus_per_node=N"))

@@ -128,6 +128,7 @@ def build(
                 "--master_port", master_port or "29500", *faults, *worker)
 
     env, unset, secrets = _environment(arch, host_env, gpus, nnodes, nproc)
+    secrets = (*secrets, *(n for n in recipe.secrets if host_env.get(n) and n not in secrets))
     env.update(recipe.env)
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike

@@ -1,5 +1,5 @@
 """RUNTIME=docker: the plan in the arch's image, with the devices, groups and mounts a training run gets
-(launch/docker's `container_spec`, the one source of them), plus the port published on the host side only.
+(launch/docker's `container_spec`, the one source of them), a server on the host's network bound to HOST.
 
 `container(...)` is pure (a test pins it as data); the rest drives the Docker SDK: servers and one-shot
 answers through the SDK, the interactive chat through the `docker` client (a TTY), as `make shell` does.
@@ -11,7 +11,6 @@ import dataclasses
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..arches import Arch
 from ..host import HostFacts
@@ -21,18 +20,26 @@ from ..problems import Problem, ProblemReport
 from .plan import ServePlan
 
 SERVE_LABEL = rt.LABEL + "serve"
+# What LlamaBoard writes under its working directory (llamafactory/webui/common.py: DEFAULT_SAVE_DIR,
+# DEFAULT_CACHE_DIR, DEFAULT_CONFIG_DIR): writable in a checkout that is otherwise read-only.
+WEBUI_FOLDERS = ("saves", "llamaboard_cache", "llamaboard_config")
 
 
 def container(plan: ServePlan, arch: Arch, facts: HostFacts, *, image: str, caller_env: Mapping[str, str],
-              gpus: tuple[str, ...] | None = None, launcher_pid: int | None = None) -> tuple[rt.ContainerSpec, dict]:
-    """(spec, ports): a job's container on this arch running the plan's argv; `ports` for the SDK."""
+              gpus: tuple[str, ...] | None = None, launcher_pid: int | None = None) -> rt.ContainerSpec:
+    """A job's container on this arch running the plan's argv."""
     base = launch_plan.shell(arch, caller_env, gpus, argv=plan.argv)
     env = dict(base.env)
     if not arch.is_gpu and "OMP_NUM_THREADS" not in caller_env:
         env.pop("OMP_NUM_THREADS", None)  # one inference process: every core (training pins one per rank)
     env.update(plan.env)
+    # A server shares the host's network and binds HOST itself: on Docker's bridge it would listen on
+    # 0.0.0.0 inside, reachable at 172.17.0.x by every local user and every other container, whatever the
+    # published port said. One-shot answers and the interactive chat listen nowhere and keep the bridge.
     spec = rt.container_spec(dataclasses.replace(base, env=env), arch, facts, image=image, args=plan.infer_args,
-                             command=plan.argv, interactive=plan.interactive,
+                             command=plan.argv, interactive=plan.interactive, training=False,
+                             writable=WEBUI_FOLDERS if plan.kind == "webui" else (),
+                             network_mode="host" if plan.port else None,
                              name=f"rocmft-{plan.kind}-{_slug(plan.name)}-{launcher_pid or os.getpid()}")
     labels = {k: v for k, v in spec.labels.items() if k != rt.LABEL + "shell"}
     labels[SERVE_LABEL] = plan.kind
@@ -40,18 +47,7 @@ def container(plan: ServePlan, arch: Arch, facts: HostFacts, *, image: str, call
         labels[rt.LABEL + "launcher.pid"] = str(launcher_pid)
     # API_KEY is a secret of this command only (launch's SECRET_ENV is the job's): by name, value at create
     secrets = tuple(dict.fromkeys((*spec.secret_env, *plan.secret_env)))
-    spec = dataclasses.replace(spec, labels=labels, secret_env=secrets)
-    host_ip = "127.0.0.1" if plan.host == "localhost" else plan.host.strip("[]")  # Docker takes an address
-    ports = {f"{plan.port}/tcp": (host_ip, plan.port)} if plan.port else {}
-    return spec, ports
-
-
-def docker_argv(spec: rt.ContainerSpec, ports: Mapping[str, tuple[str, int]], *, tty: bool = False) -> list[str]:
-    """The same container as a `docker run` line, with `--publish HOST:PORT:PORT`."""
-    argv = rt.docker_run_argv(spec, tty=tty)
-    at = len(argv) - len(spec.command) - 1  # the image: the command follows it
-    published = [f"--publish={host}:{port}:{inside.split('/')[0]}" for inside, (host, port) in ports.items()]
-    return [*argv[:at], *published, *argv[at:]]
+    return dataclasses.replace(spec, labels=labels, secret_env=secrets)
 
 
 def _slug(name: str) -> str:
@@ -61,7 +57,7 @@ def _slug(name: str) -> str:
 def prepare(plan: ServePlan, arch: Arch, *, image_ref: str | None, gpus: tuple[str, ...] | None,
             caller_env: Mapping[str, str]):
     """Every check before anything starts: host GPUs, daemon, image (never pulled), mounts, name.
-    Returns (client, spec, ports)."""
+    Returns (client, spec)."""
     from .. import host as host_facts
     from ..problems import raise_if_errors
 
@@ -69,21 +65,18 @@ def prepare(plan: ServePlan, arch: Arch, *, image_ref: str | None, gpus: tuple[s
     raise_if_errors(rt.check_host(launch_plan.shell(arch, caller_env, gpus), arch, facts))
     client = rt.connect(timeout=60)
     tag, _image = rt.resolve_image(client, arch, image_ref)
-    spec, ports = container(plan, arch, facts, image=tag, caller_env=caller_env, gpus=gpus,
+    spec = container(plan, arch, facts, image=tag, caller_env=caller_env, gpus=gpus,
                             launcher_pid=os.getpid())
     raise_if_errors(rt.check_mounts(spec))
     raise_if_errors(rt.create_cache_dirs(spec))
-    return client, spec, ports
+    return client, spec
 
 
-def create(client, spec: rt.ContainerSpec, ports: Mapping[str, Any], caller_env: Mapping[str, str]):
+def create(client, spec: rt.ContainerSpec, caller_env: Mapping[str, str]):
     from docker.errors import APIError
 
-    kwargs = rt.sdk_kwargs(spec, caller_env)
-    if ports:
-        kwargs["ports"] = dict(ports)
     try:
-        return client.containers.create(**kwargs)
+        return client.containers.create(**rt.sdk_kwargs(spec, caller_env))
     except APIError as exc:
         raise ProblemReport([Problem("", "docker", f"the daemon refused to create the container: "
                                      f"{exc.explanation or exc}")]) from None
@@ -92,10 +85,10 @@ def create(client, spec: rt.ContainerSpec, ports: Mapping[str, Any], caller_env:
 class Container:
     """foreground.Handle for a started container; `cleanup` removes it whatever happened."""
 
-    def __init__(self, client, spec: rt.ContainerSpec, ports: Mapping[str, Any], caller_env: Mapping[str, str]):
+    def __init__(self, client, spec: rt.ContainerSpec, caller_env: Mapping[str, str]):
         from docker.errors import APIError
 
-        self.container = create(client, spec, ports, caller_env)
+        self.container = create(client, spec, caller_env)
         try:
             self.container.start()
         except APIError as exc:
@@ -160,7 +153,7 @@ def chat(spec: rt.ContainerSpec) -> int:
                                      "command-line client (a TTY)",
                                      "install it (`sudo apt-get install docker.io` or docker-ce-cli), "
                                      "or use PROMPT=\"...\" for one answer")])
-    argv = docker_argv(spec, {}, tty=sys.stdin.isatty() and sys.stdout.isatty())
+    argv = rt.docker_run_argv(spec, tty=sys.stdin.isatty() and sys.stdout.isatty())
     argv[0] = cli
     return subprocess.call(argv)  # secrets go by name (-e API_KEY): the docker client reads them from here
 
@@ -170,7 +163,7 @@ def ask(client, spec: rt.ContainerSpec, caller_env: Mapping[str, str], *, verbos
     import signal
     import threading
 
-    handle = Container(client, spec, {}, caller_env)
+    handle = Container(client, spec, caller_env)
     previous = {s: signal.signal(s, lambda *_: threading.Thread(target=handle.stop, args=(False,), daemon=True).start())
                 for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -52,9 +52,15 @@ def environment(plan: ServePlan, arch: Arch, caller_env: Mapping[str, str]) -> d
 
 
 def log_path(plan: ServePlan) -> Path:
+    """The server's log: every request's prompt passes through it, so only the user can read it (the folder
+    0700, the file 0600, also when an earlier version left them readable)."""
     folder = paths.cache_dir() / "serve"
     folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{plan.kind}-{plan.name}.log"
+    folder.chmod(0o700)
+    path = folder / f"{plan.kind}-{plan.name}.log"
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    path.chmod(0o600)
+    return path
 
 
 def chat(plan: ServePlan, arch: Arch, caller_env: Mapping[str, str]) -> int:

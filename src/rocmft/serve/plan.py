@@ -7,8 +7,13 @@ Gradio's `GRADIO_SERVER_NAME`, `GRADIO_SERVER_PORT` (llamafactory/webui/interfac
 a run dir stays what the run made.
 
 The argv is runtime-neutral (`llamafactory-cli`, `python`): locally the venv's bin dir is put in front,
-in a container the image's PATH finds them. In a container the server listens on 0.0.0.0 inside its own
-network namespace, and only the host side of the published port decides who can reach it.
+in a container the image's PATH finds them. Either way the server binds HOST itself (a container shares the
+host's network: serve/docker.py), so it is reachable exactly where HOST says.
+
+Who may use it (docs/security.md): the API always needs a key: the user's API_KEY, else one generated for
+this server and printed once; LLaMA-Factory allows every CORS origin, so without a key any web page open in
+the user's browser could use the model. LlamaBoard never opens a Gradio share link (an inherited
+GRADIO_SHARE=1 included) and asks for a password when it listens beyond loopback (serve/llamaboard.py).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from .target import Target
 RUNTIMES = ("local", "docker")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 API_PORT = 8000  # LLaMA-Factory's default
+PASSWORD_ENV = "WEBUI_PASSWORD"  # LlamaBoard's password beyond loopback (user `rocmft`)
+WEBUI_USER = "rocmft"
 WEBUI_PORT = 7860  # Gradio's default
 CLI = "llamafactory-cli"
 
@@ -39,7 +46,6 @@ class ServePlan:
     secret_env: tuple[str, ...] = ()  # names; values come from the caller's environment at start
     host: str = ""  # host side of the bind
     port: int | None = None
-    listen_host: str = ""  # what the server itself binds: the host, or 0.0.0.0 inside a container
     infer_args: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""  # API_MODEL_NAME / the container's name part
 
@@ -109,25 +115,41 @@ def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt: str 
     return ServePlan(kind, runtime, target.arch, argv, env, infer_args=args, name=target.name)
 
 
-def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, port: int,
-        caller_env: Mapping[str, str]) -> ServePlan:
+def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, port: int) -> ServePlan:
+    """The key always goes by name (API_KEY): the caller's, or `with_secret` adds a generated one."""
     args = infer_args(target, settings)
-    listen = "0.0.0.0" if runtime == "docker" else host
-    env = {"API_HOST": listen, "API_PORT": str(port), "API_MODEL_NAME": target.name, "PYTHONUNBUFFERED": "1"}
-    secrets = ("API_KEY",) if caller_env.get("API_KEY") else ()
-    return ServePlan("api", runtime, target.arch, (CLI, "api", *lf_argv(args)), env, secrets, host, port, listen,
+    env = {"API_HOST": host, "API_PORT": str(port), "API_MODEL_NAME": target.name, "PYTHONUNBUFFERED": "1"}
+    return ServePlan("api", runtime, target.arch, (CLI, "api", *lf_argv(args)), env, ("API_KEY",), host, port,
                      args, target.name)
 
 
 def webui(arch: str, runtime: str, host: str, port: int) -> ServePlan:
-    listen = "0.0.0.0" if runtime == "docker" else host
+    """LlamaBoard through serve/llamaboard.py (LLaMA-Factory's own UI, launched without a share link); beyond
+    loopback it asks for WEBUI_PASSWORD, by name like API_KEY."""
     env = {
-        "GRADIO_SERVER_NAME": listen,
+        "GRADIO_SERVER_NAME": host,
         "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_SHARE": "False",  # what Gradio itself reads; llamaboard.py also passes share=False
         "GRADIO_ANALYTICS_ENABLED": "False",  # no telemetry calls from a training box
         "PYTHONUNBUFFERED": "1",
     }
-    return ServePlan("webui", runtime, arch, (CLI, "webui"), env, (), host, port, listen, {}, "llamaboard")
+    secrets: tuple[str, ...] = ()
+    if host not in LOOPBACK:
+        secrets = (PASSWORD_ENV,)
+    if runtime == "docker":
+        env["PYTHONPATH"] = "src"  # llamaboard.py from the mounted checkout, as for `ask`
+    return ServePlan("webui", runtime, arch, ("python", "-m", "rocmft.serve.llamaboard"), env, secrets, host, port,
+                     {}, "llamaboard")
+
+
+def with_secret(caller_env: Mapping[str, str], name: str) -> tuple[dict[str, str], str | None]:
+    """(the caller's environment with NAME set, the value generated for it or None when the caller set it)."""
+    import secrets as random_secrets
+
+    if caller_env.get(name):
+        return dict(caller_env), None
+    value = random_secrets.token_urlsafe(24)
+    return {**caller_env, name: value}, value
 
 
 def choose_runtime(requested: str | None, trained: str, arch_is_gpu: bool) -> tuple[str, list[Problem]]:
@@ -156,25 +178,22 @@ def parse_port(value: str | int | None, default: int) -> tuple[int, list[Problem
     return int(text), []
 
 
-def exposure(plan: ServePlan, caller_env: Mapping[str, str]) -> list[Problem]:
+def exposure(plan: ServePlan) -> list[Problem]:
     """Binding beyond this machine: say who can reach it, and what protects it."""
     if plan.host in LOOPBACK:
         return []
     if plan.kind == "api":
-        if caller_env.get("API_KEY"):
-            return [Problem("", "HOST", f"listening on {plan.host}:{plan.port}: other machines can reach the API; "
-                            "requests need API_KEY (sent as a Bearer token), and the traffic is plain HTTP",
-                            severity="note")]
-        return [Problem("", "HOST", f"listening on {plan.host}:{plan.port} with NO authentication: anyone who "
-                        "can reach this machine can use the model", "set API_KEY=<secret> to require a key",
-                        severity="warning")]
-    return [Problem("", "HOST", f"listening on {plan.host}:{plan.port} with NO authentication: anyone who can "
-                    "reach this machine can use LlamaBoard, start trainings and read files it can open",
-                    "keep the default 127.0.0.1 and use an SSH tunnel (ssh -L)", severity="warning")]
+        return [Problem("", "HOST", f"listening on {plan.host}:{plan.port}: other machines can reach the API; "
+                        "requests need the API key (a Bearer token), and the traffic is plain HTTP",
+                        "put TLS in front (a reverse proxy) for anything beyond a trusted network", severity="note")]
+    return [Problem("", "HOST", f"listening on {plan.host}:{plan.port}: other machines can reach LlamaBoard, "
+                    f"behind a password ({PASSWORD_ENV}); whoever logs in can start trainings and read files it can "
+                    "open, over plain HTTP", "keep the default 127.0.0.1 and use an SSH tunnel (ssh -L)",
+                    severity="warning")]
 
 
-def curl_line(plan: ServePlan, caller_env: Mapping[str, str]) -> str:
+def curl_line(plan: ServePlan) -> str:
     """A line to paste: one chat completion from the running API (the key by variable, never its value)."""
     body = json.dumps({"model": plan.name, "messages": [{"role": "user", "content": "Hello!"}]})
-    auth = ' -H "Authorization: Bearer $API_KEY"' if caller_env.get("API_KEY") else ""
-    return f"curl {plan.url}/chat/completions -H 'Content-Type: application/json'{auth} -d {shlex.quote(body)}"
+    return (f"curl {plan.url}/chat/completions -H 'Content-Type: application/json' "
+            f'-H "Authorization: Bearer $API_KEY" -d {shlex.quote(body)}')

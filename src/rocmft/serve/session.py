@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import arches
+from .. import arches, run_trust
 from ..arches import Arch
 from ..launch.plan import devices_from_env, parse_gpus
 from ..problems import Problem, ProblemReport
@@ -33,7 +33,10 @@ def for_run(run: str, set_string: str, runtime: str | None, gpus: str | None,
     problems: list[Problem] = []
     target = settings = arch = None
     try:
-        target = serve_target.load(serve_target.resolve(run))
+        run_dir = serve_target.resolve(run)
+        target = serve_target.load(run_dir)
+        problems += run_trust.foreign_notes(run_dir, "RUN")
+        problems += run_trust.remote_code_allowed(target.run_path, target.carried, env)
     except ProblemReport as report:
         problems += report.problems
     try:

@@ -64,11 +64,20 @@ def spec_for(name, host, overrides=(), gpus=None, **kw):
     return rt.container_spec(p, A[p.arch], host, image=f"rocmft:{p.arch}", launcher_pid=4242, **kw)
 
 
-GPU_FLAGS = dict(group_add=("44", "109"), ipc_mode="host", shm_size=None, security_opt=("seccomp=unconfined",),
+GPU_FLAGS = dict(group_add=("44", "109"), ipc_mode="host", shm_size=None, cap_add=("SYS_NICE",),
                  ulimits=(rt.Ulimit("memlock", -1, -1),), init=True, interactive=False)
-PROJECT_MOUNT = rt.Mount(ROOT, ROOT, why="the project: recipes, data, models, rendered files, run dirs; "
-                                         "the job's working directory (paths in the rendered files are relative to it)")
+PROJECT_MOUNT = rt.Mount(ROOT, ROOT, read_only=True,
+                         why="the project, read-only: recipes, data, models, code; the job's working directory "
+                             "(paths in the rendered files are relative to it)")
+RUN_MOUNT = rt.Mount(f"{ROOT}/runs/x", f"{ROOT}/runs/x", made_by_launch=True,
+                     why="this run's directory: all the job writes")
 HF_MOUNT = rt.Mount("/data/hf", "/data/hf", create=True, why="HF cache (HF_HOME): hub models, datasets, tokens")
+HOME_MOUNT = rt.Mount(f"{ROOT}/.cache/container-home", f"{ROOT}/.cache/container-home", create=True,
+                      why="HOME: MIOpen, Triton and pip caches")
+
+
+def writable(spec) -> list[str]:
+    return [m.source for m in spec.mounts if not m.read_only]
 
 
 def test_spec_gfx942_8gpu_plan_as_data():
@@ -86,10 +95,11 @@ def test_spec_gfx942_8gpu_plan_as_data():
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
+            "WANDB_DIR": f"{ROOT}/runs/x",  # not ./wandb in the read-only checkout
         },
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
         devices=("/dev/kfd", "/dev/dri"),  # every GPU: ROCr numbers them as on the host
-        mounts=(PROJECT_MOUNT, HF_MOUNT),
+        mounts=(PROJECT_MOUNT, RUN_MOUNT, HF_MOUNT, HOME_MOUNT),
         working_dir=ROOT,
         user="1000:1000",
         labels={"ai.rocmft.run": f"{ROOT}/runs/x", "ai.rocmft.arch": "gfx942", "ai.rocmft.image": "rocmft:gfx942",
@@ -109,9 +119,9 @@ def test_spec_gfx942_gpus_2_3_plan_as_data():
     assert "ROCR_VISIBLE_DEVICES" not in spec.environment
     assert "HIP_VISIBLE_DEVICES" not in spec.environment and "CUDA_VISIBLE_DEVICES" not in spec.environment
     assert spec.command[spec.command.index("--nproc_per_node") + 1] == "2"
-    assert spec.mounts == (PROJECT_MOUNT, HF_MOUNT)
-    assert (spec.group_add, spec.ipc_mode, spec.security_opt, spec.ulimits) == (
-        GPU_FLAGS["group_add"], "host", ("seccomp=unconfined",), (rt.Ulimit("memlock", -1, -1),))
+    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, HF_MOUNT, HOME_MOUNT)
+    assert (spec.group_add, spec.ipc_mode, spec.cap_add, spec.ulimits) == (
+        GPU_FLAGS["group_add"], "host", ("SYS_NICE",), (rt.Ulimit("memlock", -1, -1),))
     assert rt.check_host(p, A["gfx942"], mi300x_node()) == []
 
 
@@ -128,14 +138,15 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     assert spec.environment == {
         "HF_HOME": "/home/bob/.cache/huggingface", "HOME": f"{ROOT}/.cache/container-home",
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
-        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
+        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x",
     }
     assert spec.devices == ("/dev/kfd", "/dev/dri")
     assert spec.group_add == ("44", "992")  # the host's GIDs, not names the image may not know
     assert spec.user == "1001:1001"
-    assert spec.mounts == (PROJECT_MOUNT, rt.Mount("/home/bob/.cache/huggingface", "/home/bob/.cache/huggingface",
-                                                   create=True, why=HF_MOUNT.why))
-    assert (spec.ipc_mode, spec.shm_size, spec.security_opt) == ("host", None, ("seccomp=unconfined",))
+    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, rt.Mount("/home/bob/.cache/huggingface",
+                                                              "/home/bob/.cache/huggingface", create=True,
+                                                              why=HF_MOUNT.why), HOME_MOUNT)
+    assert (spec.ipc_mode, spec.shm_size, spec.cap_add) == ("host", None, ("SYS_NICE",))
     assert spec.ulimits == (rt.Ulimit("memlock", -1, -1),)
     assert spec.image == "rocmft:gfx1100" and spec.labels["ai.rocmft.arch"] == "gfx1100"
 
@@ -145,13 +156,15 @@ def test_spec_gfx1100_as_docker_run_line():
     assert argv == [
         "docker", "run", "--rm", "--pull=never", "--name", "rocmft-x", "--init",
         "--device=/dev/kfd", "--device=/dev/dri", "--group-add=44", "--group-add=992", "--ipc=host",
-        "--security-opt=seccomp=unconfined", "--ulimit=memlock=-1:-1",
-        f"--volume={ROOT}:{ROOT}", "--volume=/home/bob/.cache/huggingface:/home/bob/.cache/huggingface",
+        "--cap-add=SYS_NICE", "--ulimit=memlock=-1:-1",
+        f"--volume={ROOT}:{ROOT}:ro", f"--volume={ROOT}/runs/x:{ROOT}/runs/x",
+        "--volume=/home/bob/.cache/huggingface:/home/bob/.cache/huggingface",
+        f"--volume={ROOT}/.cache/container-home:{ROOT}/.cache/container-home",
         f"--workdir={ROOT}", "--user=1001:1001",
         "--env=FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
         "--env=HF_HOME=/home/bob/.cache/huggingface", f"--env=HOME={ROOT}/.cache/container-home",
         "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", "--env=ROCMFT_RUN_DIR=runs/x",
-        "--env=HF_TOKEN", "--env=WANDB_API_KEY",
+        f"--env=WANDB_DIR={ROOT}/runs/x", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
         "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",
         "--label=ai.rocmft.launcher.host=ws", "--label=ai.rocmft.launcher.pid=4242",
         f"--label=ai.rocmft.run={ROOT}/runs/x",
@@ -161,10 +174,12 @@ def test_spec_gfx1100_as_docker_run_line():
 
 def test_spec_cpu_has_no_gpu_flags():
     spec = spec_for("tiny-cpu", laptop(), ["gpus_per_node=2"])
-    assert spec.devices == () and spec.group_add == () and spec.security_opt == () and spec.ulimits == ()
+    assert spec.devices == () and spec.group_add == () and spec.cap_add == () and spec.ulimits == ()
     assert (spec.ipc_mode, spec.shm_size) == (None, "2g")
     assert spec.environment["DS_ACCELERATOR"] == "cpu" and spec.environment["OMP_NUM_THREADS"] == "1"
-    assert spec.mounts == (PROJECT_MOUNT,)  # HF_HOME inside the project: no mount of its own
+    # HF_HOME inside the project: writable on its own, the checkout around it read-only
+    assert spec.mounts[0] == PROJECT_MOUNT and writable(spec) == [f"{ROOT}/runs/x", f"{ROOT}/.cache/hf",
+                                                                  f"{ROOT}/.cache/container-home"]
     assert spec.command[:3] == ("python", "-m", "torch.distributed.run")
 
 
@@ -189,8 +204,11 @@ def test_sdk_kwargs_gpu_subset():
                              "/dev/dri/renderD131:/dev/dri/renderD131:rwm"]
     assert kw["group_add"] == ["44", "109"] and kw["ipc_mode"] == "host" and kw["init"] is True
     assert [(u["Name"], u["Soft"], u["Hard"]) for u in kw["ulimits"]] == [("memlock", -1, -1)]
-    assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "rw"}, "/data/hf": {"bind": "/data/hf", "mode": "rw"}}
-    assert kw["user"] == "1000:1000" and kw["working_dir"] == ROOT and kw["security_opt"] == ["seccomp=unconfined"]
+    assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "ro"}, f"{ROOT}/runs/x": {"bind": f"{ROOT}/runs/x", "mode": "rw"},
+                             "/data/hf": {"bind": "/data/hf", "mode": "rw"},
+                             HOME_MOUNT.source: {"bind": HOME_MOUNT.source, "mode": "rw"}}
+    assert kw["user"] == "1000:1000" and kw["working_dir"] == ROOT and kw["cap_add"] == ["SYS_NICE"]
+    assert "security_opt" not in kw and kw["network_mode"] is None  # Docker's seccomp profile stays on
     assert "detach" not in kw and "auto_remove" not in kw  # removed explicitly after wait()
 
 
@@ -200,15 +218,24 @@ def test_mounts_for_inputs_and_runs_outside_the_project():
     spec = rt.container_spec(p, A["gfx942"], host, image="rocmft:gfx942",
                              args={"model_name_or_path": "/models/llama3-8b", "dataset_dir": "data",
                                    "adapter_name_or_path": "/data/hf/adapters/a"})
-    assert [(m.source, m.read_only, m.create) for m in spec.mounts] == [
-        (ROOT, False, False), ("/scratch/runs", False, True), ("/data/hf", False, True),
-        ("/models/llama3-8b", True, False),  # the model dir: read-only; the adapter is under HF_HOME already
+    assert [(m.source, m.read_only) for m in spec.mounts] == [
+        (ROOT, True), ("/scratch/runs", True), ("/scratch/runs/x", False), ("/data/hf", False), (HOME_MOUNT.source, False),
+        ("/models/llama3-8b", True),  # the model dir: read-only; the adapter is under HF_HOME already
     ]
     assert spec.labels["ai.rocmft.run"] == "/scratch/runs/x" and spec.name == "rocmft-x"
     # a hub id or a path inside the project needs no mount of its own
     spec2 = rt.container_spec(plan_for("llama3-8b-lora"), A["gfx942"], mi300x_node(), image="i",
                               args={"model_name_or_path": "meta-llama/Meta-Llama-3-8B-Instruct"})
-    assert len(spec2.mounts) == 2
+    assert len(spec2.mounts) == 4
+
+
+def test_shell_writes_every_run_dir_and_a_server_none():
+    shell = rt.container_spec(lp.shell(A["gfx942"], CALLER, None), A["gfx942"], mi300x_node(), image="i")
+    assert writable(shell) == [f"{ROOT}/runs", "/data/hf", HOME_MOUNT.source] and shell.ipc_mode == "host"
+    server = rt.container_spec(lp.shell(A["gfx942"], CALLER, None, argv=("llamafactory-cli", "api")), A["gfx942"],
+                               mi300x_node(runs_dir="/scratch/runs"), image="i", training=False)
+    assert writable(server) == ["/data/hf", HOME_MOUNT.source] and server.ipc_mode is None
+    assert ("/scratch/runs", True) in [(m.source, m.read_only) for m in server.mounts]  # adapters stay readable
 
 
 def test_missing_mount_source_is_a_problem(tmp_path):

@@ -124,3 +124,36 @@ def test_the_debugging_shell_gets_a_jobs_environment_and_devices():
     job_only = ("PYTHONUNBUFFERED", "OPTIM_TORCH", "ROCMFT_RUN_DIR", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
                 "TORCH_DISABLE_SHARE_RDZV_TCP_STORE")
     assert {k: v for k, v in job.env.items() if k not in job_only} == dict(sh.env)
+
+
+def test_a_recipes_own_secret_goes_by_name_to_every_runtime(tmp_path, monkeypatch):
+    """`secrets: [MY_REGISTRY_TOKEN]`: passed like HF_TOKEN (docker --env NAME, sbatch -e NAME, a k8s Secret
+    reference), its value never written."""
+    import argparse
+
+    from rocmft import pipeline
+    from rocmft.launch import docker as rt
+    from rocmft.launch import k8s, slurm
+    from tests.unit.launch.test_docker_spec import laptop
+
+    recipe = tmp_path / "own.yaml"
+    recipe.write_text("base: tiny-cpu\nsecrets: [MY_REGISTRY_TOKEN]\n")
+    monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    env = {"MY_REGISTRY_TOKEN": "tok_VALUE_123", "HF_TOKEN": "hf_VALUE"}
+    prep = pipeline.prepare(str(recipe), [], run_name="own", validate=False, env=env)
+    plan = pipeline.build_plan(prep, python="python", env=env)
+    assert plan.secret_env == ("HF_TOKEN", "MY_REGISTRY_TOKEN")
+    spec = rt.container_spec(plan, prep.arch, laptop(), image="rocmft:cpu")
+    assert "--env=MY_REGISTRY_TOKEN" in rt.docker_run_argv(spec)
+    a = argparse.Namespace(container="docker", sif=None, partition=None, account=None, time_limit=None,
+                           sbatch_args="", container_image="img:1", submit=False, wait=False, gpus=None)
+    script = slurm.render_script(plan, prep.recipe, prep.arch, slurm.options_from_args(a, prep.arch, tmp_path),
+                                 root=tmp_path, run_dir=tmp_path / "runs" / "own", python="python")
+    assert "-e MY_REGISTRY_TOKEN" in script
+    job, _ = k8s.build_job(plan, prep.recipe, prep.arch, name="rocmft-own", run_name="own", image="img:1", pvc="p",
+                           secret="s", namespace=None, deadline_s=60, root=tmp_path)
+    pod_env = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MY_REGISTRY_TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "MY_REGISTRY_TOKEN",
+                                                                         "optional": True}}} in pod_env
+    for text in (plan.to_json(), spec.to_json(), script, json.dumps(job)):
+        assert "tok_VALUE_123" not in text and "hf_VALUE" not in text

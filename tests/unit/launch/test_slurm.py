@@ -239,12 +239,25 @@ def test_docker_run_line_is_data():
     node = shlex.split(line(text, "NODE_CMD=").partition("=")[2])[0]
     assert ('exec docker run --rm --init --name "rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}" --user "$(id -u):$(id -g)" '
             "--network=host --ipc=host --device=/dev/kfd --device=/dev/dri --group-add video "
-            "--security-opt seccomp=unconfined -e HF_TOKEN -e HIP_FORCE_DEV_KERNARG") in node
-    assert f'-v {ROOT}:{ROOT} "${{ib[@]}}" -w {ROOT} reg.example/rocmft:0.1.0-gfx942 python -m torch.distributed.run' in node
+            "--cap-add=SYS_NICE -e HF_TOKEN -e HIP_FORCE_DEV_KERNARG") in node
+    # the checkout read-only, the run dirs writable (a model's remote code cannot rewrite .git or the Makefile)
+    assert (f'-v {ROOT}:{ROOT}:ro -v {ROOT}/runs:{ROOT}/runs "${{ib[@]}}" -w {ROOT} reg.example/rocmft:0.1.0-gfx942 '
+            "python -m torch.distributed.run") in node
     assert "[[ -e /dev/infiniband ]] && ib=(--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1)" in node
     book = [ln for ln in text.splitlines() if ln.startswith("docker run")]
     assert len(book) == 2 and all("-e ROCMFT_SKIP_GPU_CHECK=1 -e SLURM_JOB_ID -e SLURM_JOB_NODELIST" in b
                                   and "--device" not in b for b in book)
+
+
+def test_docker_binds_the_project_read_only_and_what_the_job_writes_read_write(tmp_path):
+    """Slurm's CONTAINER=docker mounts as RUNTIME=docker does: caches inside the project (the tests' HF_HOME)
+    and a runs dir outside it writable, each once; Apptainer's binds unchanged (it binds the cwd itself)."""
+    from rocmft.launch.slurm import bind_paths
+
+    env = {"HF_HOME": f"{ROOT}/.cache/hf", "MPLCONFIGDIR": f"{ROOT}/.cache/hf/mpl", "TRITON_CACHE_DIR": "rel/x"}
+    assert bind_paths(ROOT, tmp_path / "runs" / "r", env) == [
+        (str(ROOT), False), (str(tmp_path / "runs"), True), (f"{ROOT}/.cache/hf", True)]
+    assert bind_paths(ROOT, ROOT / "runs" / "r", {}) == [(str(ROOT), False), (f"{ROOT}/runs", True)]
 
 
 def test_cpu_arch_asks_cpus_not_gpus():

@@ -37,43 +37,50 @@ def test_chat_is_llamafactory_cli_chat_and_a_prompt_is_one_answer_from_its_chat_
     assert "PYTHONPATH" not in plan.chat(t, {}, "local", prompt="hi").env
 
 
-def test_api_local_binds_the_asked_host_docker_listens_inside_and_publishes_on_the_host(runs_dir):
+def test_api_binds_the_asked_host_in_both_runtimes_and_always_takes_a_key_by_name(runs_dir):
     t = run_target(runs_dir)
-    local = plan.api(t, {}, "local", "127.0.0.1", 8123, {})
+    local = plan.api(t, {}, "local", "127.0.0.1", 8123)
     assert local.argv[:2] == ("llamafactory-cli", "api")
     assert dict(local.env) == {"API_HOST": "127.0.0.1", "API_PORT": "8123", "API_MODEL_NAME": "r1", "PYTHONUNBUFFERED": "1"}
     assert local.url == "http://127.0.0.1:8123/v1" and local.ready_url == "http://127.0.0.1:8123/v1/models"
-    assert local.secret_env == ()
-    docker = plan.api(t, {}, "docker", "127.0.0.1", 8123, {"API_KEY": KEY})
-    assert docker.env["API_HOST"] == "0.0.0.0" and docker.host == "127.0.0.1"  # only the published side is exposed
-    assert docker.secret_env == ("API_KEY",) and KEY not in repr(docker)
+    assert local.secret_env == ("API_KEY",)
+    docker = plan.api(t, {}, "docker", "127.0.0.1", 8123)
+    assert docker.env["API_HOST"] == "127.0.0.1" and docker.host == "127.0.0.1"  # the host's network (serve/docker.py)
+
+
+def test_a_key_is_generated_only_when_none_is_exported():
+    env, generated = plan.with_secret({"PATH": "/bin"}, "API_KEY")
+    assert generated and env["API_KEY"] == generated and len(generated) >= 32
+    assert plan.with_secret({"PATH": "/bin"}, "API_KEY")[1] != generated  # a new one for each server
+    assert plan.with_secret({"API_KEY": KEY}, "API_KEY") == ({"API_KEY": KEY}, None)
 
 
 def test_urls_and_curl_line(runs_dir):
     t = run_target(runs_dir)
-    anywhere = plan.api(t, {}, "local", "0.0.0.0", 9000, {})
+    anywhere = plan.api(t, {}, "local", "0.0.0.0", 9000)
     assert anywhere.url == "http://127.0.0.1:9000/v1"
-    assert plan.curl_line(anywhere, {}) == ("curl http://127.0.0.1:9000/v1/chat/completions -H 'Content-Type: application/json' "
-                                            "-d '{\"model\": \"r1\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'")
-    keyed = plan.curl_line(anywhere, {"API_KEY": KEY})
-    assert '-H "Authorization: Bearer $API_KEY"' in keyed and KEY not in keyed
+    assert plan.curl_line(anywhere) == ("curl http://127.0.0.1:9000/v1/chat/completions -H 'Content-Type: application/json' "
+                                        "-H \"Authorization: Bearer $API_KEY\" "
+                                        "-d '{\"model\": \"r1\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'")
+
+
+def test_llamaboard_never_shares_and_asks_a_password_beyond_loopback():
     ui = plan.webui("cpu", "local", "::1", 7861)
-    assert ui.url == "http://[::1]:7861/" and ui.argv == ("llamafactory-cli", "webui")
-    assert dict(ui.env) == {"GRADIO_SERVER_NAME": "::1", "GRADIO_SERVER_PORT": "7861",
+    assert ui.url == "http://[::1]:7861/" and ui.argv == ("python", "-m", "rocmft.serve.llamaboard")
+    assert dict(ui.env) == {"GRADIO_SERVER_NAME": "::1", "GRADIO_SERVER_PORT": "7861", "GRADIO_SHARE": "False",
                             "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
-    assert plan.webui("gfx942", "docker", "127.0.0.1", 7860).env["GRADIO_SERVER_NAME"] == "0.0.0.0"
+    assert ui.secret_env == ()
+    assert plan.webui("cpu", "local", "0.0.0.0", 7860).secret_env == ("WEBUI_PASSWORD",)
+    assert plan.webui("gfx942", "docker", "127.0.0.1", 7860).env["GRADIO_SERVER_NAME"] == "127.0.0.1"
 
 
-def test_exposure_warns_without_a_key_and_says_nothing_on_loopback(runs_dir):
+def test_exposure_says_what_protects_a_server_beyond_loopback(runs_dir):
     t = run_target(runs_dir)
-    assert plan.exposure(plan.api(t, {}, "local", "127.0.0.1", 8000, {}), {}) == []
-    open_ = plan.exposure(plan.api(t, {}, "local", "0.0.0.0", 8000, {}), {})
-    assert [p.severity for p in open_] == ["warning"] and "NO authentication" in open_[0].line()
-    assert "API_KEY" in open_[0].line()
-    keyed = plan.exposure(plan.api(t, {}, "local", "0.0.0.0", 8000, {"API_KEY": KEY}), {"API_KEY": KEY})
-    assert [p.severity for p in keyed] == ["note"] and "requests need API_KEY" in keyed[0].line()
-    ui = plan.exposure(plan.webui("cpu", "local", "0.0.0.0", 7860), {})
-    assert [p.severity for p in ui] == ["warning"] and "LlamaBoard" in ui[0].line()
+    assert plan.exposure(plan.api(t, {}, "local", "127.0.0.1", 8000)) == []
+    keyed = plan.exposure(plan.api(t, {}, "local", "0.0.0.0", 8000))
+    assert [p.severity for p in keyed] == ["note"] and "requests need the API key" in keyed[0].line()
+    ui = plan.exposure(plan.webui("cpu", "local", "0.0.0.0", 7860))
+    assert [p.severity for p in ui] == ["warning"] and "password (WEBUI_PASSWORD)" in ui[0].line()
 
 
 def test_runtime_is_where_the_run_trained_unless_asked():
@@ -92,3 +99,15 @@ def test_parse_port():
     for bad in ("http", "0", "70000", "-1"):
         _, problems = plan.parse_port(bad, 8000)
         assert problems[0].line() == f"error: PORT: `{bad}` is not a TCP port (1-65535)"
+
+
+def test_llamaboard_itself_refuses_to_listen_beyond_loopback_without_a_password():
+    """What runs in the job's runtime checks it again: no path starts LlamaBoard open to the network."""
+    import subprocess
+    import sys
+
+    env = {"GRADIO_SERVER_NAME": "0.0.0.0", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "rocmft.serve.llamaboard"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: WEBUI_PASSWORD: LlamaBoard listens on 0.0.0.0, beyond this machine, and needs a password"]

@@ -59,7 +59,7 @@ def check_mounts(spec: ContainerSpec) -> list[Problem]:
     """An input mount whose source does not exist (Docker would create an empty root-owned dir)."""
     problems = []
     for mount in spec.mounts:
-        if not mount.create and not os.path.exists(mount.source):
+        if not (mount.create or mount.made_by_launch) and not os.path.exists(mount.source):
             problems.append(Problem("", "mount", f"{mount.source} does not exist ({mount.why})",
                                     "fix the path in the recipe, or create it"))
     return problems

@@ -1,8 +1,8 @@
 """The pure half of RUNTIME=docker: the plan, the arch and the host's facts in, a `ContainerSpec` out.
 
 `container_spec(plan, arch, host, image=...)` decides image, command, environment, devices, groups, IPC,
-seccomp, ulimits, mounts, user and labels. Unit tests pin it for any host; `container.json` in the run dir
-records it; `docker_run_argv` prints the same container as a `docker run` line (what `make shell` runs).
+capabilities, network, ulimits, mounts, user and labels. Unit tests pin it for any host; `container.json` in
+the run dir records it; `docker_run_argv` prints the same container as a `docker run` line (`make shell`).
 
 Choices (docs/gpu.md explains them to users):
   - Paths: the project root is mounted at its own absolute path and is the working directory. The rendered
@@ -15,12 +15,17 @@ Choices (docs/gpu.md explains them to users):
     in there). When the host's facts do not map an index to a render node, it falls back to /dev/dri plus
     ROCR_VISIBLE_DEVICES.
   - Groups by GID, not name: the image's /etc/group does not know the host's video/render GIDs.
-  - `ipc=host`: RCCL and PyTorch pass tensors between the ranks of one node through shared memory; AMD's
-    ROCm container instructions use it (a private /dev/shm would be 64 MB by default). The cpu arch gets a
-    private 2 GB /dev/shm instead.
-  - `seccomp=unconfined` on GPU arches only: Docker's default seccomp profile refuses the NUMA memory-policy
-    syscalls (mbind, set_mempolicy, get_mempolicy) to a container without CAP_SYS_NICE, and ROCr uses them to
-    place pinned host buffers; AMD's ROCm Docker instructions pass it. The cpu arch keeps Docker's profile.
+  - `ipc=host` for training only: RCCL and PyTorch pass tensors between the ranks of one node through shared
+    memory; AMD's ROCm container instructions use it (a private /dev/shm would be 64 MB by default). A
+    server, and the cpu arch, get a private 2 GB /dev/shm instead.
+  - Docker's default seccomp profile stays on; GPU arches get CAP_SYS_NICE, the capability that profile
+    (moby profiles/seccomp/default.json) requires for the NUMA memory-policy calls get_mempolicy, mbind,
+    set_mempolicy and set_mempolicy_home_node. They are the reason AMD's ROCm Docker page suggests
+    `seccomp=unconfined` ("enables memory mapping", numactl): ROCr's libhsakmt binds pinned host buffers to
+    the GPU's NUMA node with mbind and fails the allocation if mbind fails (fmm.c: bind_mem_to_numa,
+    fmm_allocate_host_gpu), unless numa_available() already said no, which libnuma only does on EPERM from
+    2.0.19 on. CAP_SYS_NICE opens those four calls and nothing else of the profile; `unconfined` opened all.
+  - The project is mounted read-only; the run dir, the caches and HOME read-write (see `container_spec`).
   - memlock unlimited on GPU arches: ROCr/RCCL pin (mlock) host buffers for DMA.
   - The container runs as the invoking user (uid:gid), so run files are not root-owned; HOME is
     <project>/.cache/container-home (writable, and MIOpen/Triton kernel caches survive between runs).
@@ -57,6 +62,7 @@ class Mount:
     target: str  # container path (the same path: see the module docstring)
     read_only: bool = False
     create: bool = False  # a cache the launcher creates when missing; False = an input that must exist
+    made_by_launch: bool = False  # the run dir: created when the run is committed, after the checks
     why: str = ""
 
 
@@ -78,7 +84,7 @@ class ContainerSpec:
     group_add: tuple[str, ...]
     ipc_mode: str | None
     shm_size: str | None
-    security_opt: tuple[str, ...]
+    cap_add: tuple[str, ...]
     ulimits: tuple[Ulimit, ...]
     mounts: tuple[Mount, ...]
     working_dir: str
@@ -86,6 +92,7 @@ class ContainerSpec:
     labels: Mapping[str, str]
     init: bool = True
     interactive: bool = False
+    network_mode: str | None = None  # None: Docker's default bridge
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -120,9 +127,13 @@ def container_spec(
     command: tuple[str, ...] | None = None,
     name: str | None = None,
     interactive: bool = False,
+    training: bool = True,
+    writable: tuple[str, ...] = (),
+    network_mode: str | None = None,
 ) -> ContainerSpec:
     """Plan + arch + host facts -> the container. `args` are the rendered LLaMA-Factory args (for mounts
-    of inputs kept outside the project); `command`/`name`/`interactive` are for `make shell`."""
+    of inputs kept outside the project); `command`/`name`/`interactive` are for `make shell`; a server
+    (`training=False`) gets no host IPC, `writable` project folders and its `network_mode`."""
     if arch.name != plan.arch:
         raise ValueError(f"plan is for {plan.arch}, arch is {arch.name}")
     root = posixpath.normpath(host.project_root)
@@ -131,36 +142,55 @@ def container_spec(
     else:
         run_dir = plan.run_path if posixpath.isabs(plan.run_path) else posixpath.join(root, plan.run_path)
 
-    mounts = [Mount(root, root, why="the project: recipes, data, models, rendered files, run dirs; "
-                                    "the job's working directory (paths in the rendered files are relative to it)")]
+    # The checkout is read-only: code run inside (a model's remote code, a pickled checkpoint) must not
+    # rewrite .git/config, .venv/bin or the Makefile that the host runs next. Only what the job writes is
+    # writable: its run dir (every run dir for `make shell`), the caches, HOME, and `writable` (LlamaBoard's).
+    mounts = [Mount(root, root, read_only=True,
+                    why="the project, read-only: recipes, data, models, code; the job's working directory "
+                        "(paths in the rendered files are relative to it)")]
 
-    def covered(path: str) -> bool:
-        return any(_inside(path, m.source) for m in mounts)
+    def covered(path: str, *, rw: bool) -> bool:
+        return any(_inside(path, m.source) for m in mounts if not (rw and m.read_only))
+
+    def writable_dir(path: str, why: str, *, made_by_launch: bool = False) -> None:
+        path = posixpath.normpath(path)
+        if not covered(path, rw=True):
+            mounts.append(Mount(path, path, create=not made_by_launch, made_by_launch=made_by_launch, why=why))
 
     runs_dir = posixpath.normpath(host.runs_dir) if host.runs_dir else posixpath.join(root, "runs")
-    if not covered(runs_dir):
-        mounts.append(Mount(runs_dir, runs_dir, create=True, why="run dirs (ROCMFT_RUNS is outside the project)"))
+    if run_dir:
+        writable_dir(run_dir, "this run's directory: all the job writes", made_by_launch=True)
+    elif training:
+        writable_dir(runs_dir, "run dirs: what a shell may train into")
+    if not covered(runs_dir, rw=False):  # other runs stay readable (RESUME=, the adapter a server loads)
+        mounts.insert(1, Mount(runs_dir, runs_dir, read_only=True, create=True,
+                               why="run dirs (ROCMFT_RUNS is outside the project), read-only"))
     hf_home = posixpath.normpath(host.hf_home)
-    if not covered(hf_home):
-        mounts.append(Mount(hf_home, hf_home, create=True, why="HF cache (HF_HOME): hub models, datasets, tokens"))
-    for key in INPUT_KEYS:
-        value = str((args or {}).get(key) or "")
-        if posixpath.isabs(value) and not covered(value):
-            mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
-                                why=f"{key} outside the project (read-only)"))
+    writable_dir(hf_home, "HF cache (HF_HOME): hub models, datasets, tokens")
+    home = posixpath.join(root, CONTAINER_HOME)
+    writable_dir(home, "HOME: MIOpen, Triton and pip caches")
     for key in CACHE_ENV:
         value = plan.env.get(key, "")
-        if posixpath.isabs(value) and not covered(value):
-            mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), create=True, why=f"{key} cache"))
+        if posixpath.isabs(value):
+            writable_dir(value, f"{key} cache")
+    for folder in writable:
+        writable_dir(posixpath.join(root, folder), f"{folder}/ (written by the program in the container)")
+    for key in INPUT_KEYS:
+        value = str((args or {}).get(key) or "")
+        if posixpath.isabs(value) and not covered(value, rw=False):
+            mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
+                                why=f"{key} outside the project (read-only)"))
 
     env = {k: v for k, v in plan.env.items() if k not in SECRET_ENV}
     env["HF_HOME"] = hf_home
-    env["HOME"] = posixpath.join(root, CONTAINER_HOME)
+    env["HOME"] = home
+    if run_dir:  # report_to: wandb writes ./wandb under the working directory, which is read-only
+        env.setdefault("WANDB_DIR", run_dir)
 
     devices: tuple[str, ...] = ()
     group_add: tuple[str, ...] = ()
     ipc_mode, shm_size = None, CPU_SHM
-    security_opt: tuple[str, ...] = ()
+    cap_add: tuple[str, ...] = ()
     ulimits: tuple[Ulimit, ...] = ()
     if arch.is_gpu:
         nodes = host.render_nodes(plan.visible_devices) if plan.visible_devices else None
@@ -170,8 +200,9 @@ def container_spec(
         else:
             devices = (KFD, DRI)  # every GPU, or a subset by ROCR_VISIBLE_DEVICES when nodes are unknown
         group_add = tuple(dict.fromkeys(str(g) for g in (host.video_gid, host.render_gid) if g is not None))
-        ipc_mode, shm_size = "host", None
-        security_opt = ("seccomp=unconfined",)
+        if training:
+            ipc_mode, shm_size = "host", None
+        cap_add = ("SYS_NICE",)
         ulimits = (Ulimit("memlock", -1, -1),)
 
     labels = {LABEL + "arch": arch.name, LABEL + "image": image}
@@ -188,12 +219,13 @@ def container_spec(
         command=tuple(command) if command is not None else _python_command(plan.argv),
         name=name or f"rocmft-{posixpath.basename(run_dir.rstrip('/')) or 'shell'}",
         environment=env,
-        secret_env=tuple(n for n in plan.secret_env if n in SECRET_ENV),
+        secret_env=plan.secret_env,
         devices=devices,
         group_add=group_add,
         ipc_mode=ipc_mode,
         shm_size=shm_size,
-        security_opt=security_opt,
+        cap_add=cap_add,
+        network_mode=network_mode,
         ulimits=ulimits,
         mounts=tuple(mounts),
         working_dir=root,
@@ -217,7 +249,9 @@ def docker_run_argv(spec: ContainerSpec, *, tty: bool = False) -> list[str]:
         argv.append(f"--ipc={spec.ipc_mode}")
     if spec.shm_size:
         argv.append(f"--shm-size={spec.shm_size}")
-    argv += [f"--security-opt={s}" for s in spec.security_opt]
+    argv += [f"--cap-add={c}" for c in spec.cap_add]
+    if spec.network_mode:
+        argv.append(f"--network={spec.network_mode}")
     argv += [f"--ulimit={u.name}={u.soft}:{u.hard}" for u in spec.ulimits]
     argv += [f"--volume={m.source}:{m.target}" + (":ro" if m.read_only else "") for m in spec.mounts]
     argv += [f"--workdir={spec.working_dir}", f"--user={spec.user}"]

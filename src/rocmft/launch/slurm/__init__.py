@@ -51,6 +51,7 @@ from .options import (
     default_container,
     default_image,
     default_sif,
+    option_problems,
     options_from_args,
 )
 from .script import (
@@ -73,7 +74,8 @@ __all__ = [
     "BATCH_KEYS", "CONTAINERS", "DEFAULT_TIME", "LF_BATCH_DEFAULTS", "LOCAL_FS", "PLACEHOLDERS", "SCRIPT", "SHARED_FS",
     "TEMPLATE", "SlurmOptions", "add_arguments", "add_shared_arguments", "batch_problems", "bind_paths",
     "bookkeeping_command", "check", "checkpoint_world_size", "container_prefix", "default_container", "default_image",
-    "default_sif", "directives", "launch", "layout_text", "main", "mount_fstype", "node_command", "options_from_args",
+    "default_sif", "directives", "launch", "layout_text", "main", "mount_fstype", "node_command", "option_problems",
+    "options_from_args",
     "preflight", "render_script", "resume_problems", "root_cause", "shared_fs_problems", "shell_argv", "slurm_verdict",
     "srun_flags", "submit", "submit_problems", "user_batch_overrides",
 ]

@@ -10,6 +10,7 @@ from pathlib import Path
 from ... import __version__
 from ...arches import Arch
 from ...problems import Problem, raise_if_errors
+from .. import names
 
 CONTAINERS = ("apptainer", "docker", "none")
 DEFAULT_TIME = "00:30:00"
@@ -97,9 +98,10 @@ def default_image(arch: str) -> str:
         return f"rocmft:{__version__}-{arch}"
 
 
-def options_from_args(args, arch: Arch, root: Path) -> SlurmOptions:
+def option_problems(args) -> list[Problem]:
+    """The options as text, before anything else runs: each ends up in the sbatch script."""
     problems: list[Problem] = []
-    container = (getattr(args, "container", None) or default_container(arch)).strip().lower()
+    container = (getattr(args, "container", None) or "none").strip().lower()
     if container not in CONTAINERS:
         problems.append(Problem("", "CONTAINER", f"unknown container mode `{container}`", f"one of: {', '.join(CONTAINERS)}"))
     time_limit = str(getattr(args, "time_limit", None) or DEFAULT_TIME).strip()
@@ -107,21 +109,34 @@ def options_from_args(args, arch: Arch, root: Path) -> SlurmOptions:
         problems.append(Problem("", "TIME", f"`{time_limit}` is not a Slurm time limit",
                                 "e.g. TIME=00:30:00 (hours:minutes:seconds), TIME=90 (minutes) or TIME=1-00:00:00 (days-hours); "
                                 "every job gets one, so a mistake cannot hang the queue"))
-    try:
-        extra = tuple(shlex.split(getattr(args, "sbatch_args", "") or ""))
-    except ValueError as exc:
-        problems.append(Problem("", "SBATCH_ARGS", f"cannot split: {exc}"))
-        extra = ()
+    sbatch_args = getattr(args, "sbatch_args", "") or ""
+    extra: list[str] = []
+    if names.has_control(sbatch_args):
+        problems += names.check("SBATCH_ARGS", sbatch_args)
+    else:
+        try:
+            extra = shlex.split(sbatch_args)
+        except ValueError as exc:
+            problems.append(Problem("", "SBATCH_ARGS", f"cannot split: {exc}"))
     for item in extra:
         if not item.startswith("-"):
             problems.append(Problem("", "SBATCH_ARGS", f"`{item}` is not an sbatch option", "e.g. --qos=high (one string, options only)"))
-    raise_if_errors(problems)
+    for key, attr in (("PARTITION", "partition"), ("ACCOUNT", "account")):
+        problems += names.check(key, getattr(args, attr, None), names.SLURM_NAME, "a Slurm name (letters, digits, _.+-)")
+    problems += names.check("SIF", getattr(args, "sif", None))
+    problems += names.check("CONTAINER_IMAGE", getattr(args, "container_image", None), names.IMAGE_REF, "an image reference")
+    return problems
+
+
+def options_from_args(args, arch: Arch, root: Path) -> SlurmOptions:
+    raise_if_errors(option_problems(args))
+    container = (getattr(args, "container", None) or default_container(arch)).strip().lower()
     return SlurmOptions(
         partition=getattr(args, "partition", None) or None,
         account=getattr(args, "account", None) or None,
-        time=time_limit,
+        time=str(getattr(args, "time_limit", None) or DEFAULT_TIME).strip(),
         container=container,
         sif=getattr(args, "sif", None) or (default_sif(arch.name, root) if container == "apptainer" else None),
         image=getattr(args, "container_image", None) or (default_image(arch.name) if container == "docker" else None),
-        sbatch_args=extra,
+        sbatch_args=tuple(shlex.split(getattr(args, "sbatch_args", "") or "")),
     )

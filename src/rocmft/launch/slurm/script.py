@@ -26,8 +26,11 @@ from typing import Iterable, Mapping
 
 from ... import __version__
 from ...arches import Arch
+from ...problems import raise_if_errors
 from ...recipes import Recipe
+from .. import names
 from ..outcome import EXIT_STOPPED
+from ..docker.spec import CACHE_ENV
 from ..plan import DEVICE_VARS, LaunchPlan
 from .options import SlurmOptions, warning_seconds
 
@@ -46,53 +49,63 @@ def shell_argv(argv: Iterable[str]) -> str:
     return " ".join(PLACEHOLDERS.get(a) or shlex.quote(a) for a in argv)
 
 
+class NodeExpands(str):
+    """A word the node's shell expands (`$(id -u)`, `${SLURM_JOB_ID}`): written in double quotes. Every other
+    word is quoted whole, so a `$(` in a path or an image name stays text."""
+
+
 def _quote(word: str) -> str:
-    """Quote a word for the shell, except the `$(...)`/`${...}` the node's shell must expand (kept in "")."""
-    return f'"{word}"' if ("${" in word or "$(" in word) else shlex.quote(word)
+    return f'"{word}"' if isinstance(word, NodeExpands) else shlex.quote(word)
 
 
-def bind_paths(root: Path, run_dir: Path, env: Mapping[str, str]) -> list[str]:
-    """What a container must see at the same path: the project, plus a runs dir or HF cache outside it."""
-    binds = [str(root)]
-    candidates = [run_dir.parent] + [Path(env[k]) for k in ("HF_HOME", "HF_HUB_CACHE") if env.get(k)]
-    for path in candidates:
+def bind_paths(root: Path, run_dir: Path, env: Mapping[str, str]) -> list[tuple[str, bool]]:
+    """(path, writable) a container must see at the same path: the project read-only, and what the job
+    writes: the runs dir (a requeued attempt, the bookkeeping), the HF cache and the plan's caches, which
+    may lie inside the project. As in RUNTIME=docker (docker/spec.py): code run inside cannot rewrite the
+    checkout (.git/config, .venv/bin, the Makefile) that the user runs next."""
+    binds = [(str(root), False)]
+    keys = ("HF_HOME", *CACHE_ENV)
+    for path in [run_dir.parent] + [Path(env[k]) for k in keys if os.path.isabs(env.get(k) or "")]:
         path = Path(os.path.abspath(path))
-        if not any(path == Path(b) or Path(b) in path.parents for b in binds):
-            binds.append(str(path))
+        if not any(rw and (path == Path(b) or Path(b) in path.parents) for b, rw in binds):
+            binds.append((str(path), True))
     return binds
 
 
-def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[str], root: Path, env_names: Iterable[str],
-                     *, job: bool) -> list[str]:
+def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[tuple[str, bool]], root: Path,
+                     env_names: Iterable[str], *, job: bool) -> list[str]:
     """The words before the plan's argv. `job`: the training task (GPUs, network) vs. a bookkeeping call."""
     if opts.container == "apptainer":
         words = ["apptainer", "exec"]
         if arch.is_gpu and job:
             words.append("--rocm")  # binds the host's /dev/kfd, /dev/dri and ROCm user-space libraries
-        for path in binds:
-            words += ["--bind", f"{path}:{path}"]
+        # Apptainer binds the working directory (the project) read-write itself unless told `--no-mount cwd`,
+        # which this cluster cannot try (no Apptainer here): its binds stay as they were, all read-write.
+        for path, _ in binds:
+            if path == str(root) or not Path(path).is_relative_to(root):
+                words += ["--bind", f"{path}:{path}"]
         return words + ["--pwd", str(root), str(opts.sif)]
     if opts.container == "docker":
         # As the submitting user: files in the run dir stay theirs, and NFS with root_squash stays writable.
-        words = ["docker", "run", "--rm", "--init", "--user", "$(id -u):$(id -g)"]
+        words = ["docker", "run", "--rm", "--init", "--user", NodeExpands("$(id -u):$(id -g)")]
         if job:
             words += ["--network=host", "--ipc=host"]
             if arch.is_gpu:
-                words += ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video",
-                          "--security-opt", "seccomp=unconfined"]
+                # Docker's seccomp profile stays on; CAP_SYS_NICE lets ROCr bind buffers to NUMA nodes (docker/spec.py)
+                words += ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video", "--cap-add=SYS_NICE"]
             for name in env_names:
                 words += ["-e", name]  # the value comes from the task's environment, never from this file
         else:
             # bookkeeping needs no GPU (skip the image's device check) but the job's id and nodes
             words += ["-e", "ROCMFT_SKIP_GPU_CHECK=1", "-e", "SLURM_JOB_ID", "-e", "SLURM_JOB_NODELIST",
                       "-e", "SLURM_RESTART_COUNT"]
-        for path in binds:
-            words += ["-v", f"{path}:{path}"]
+        for path, rw in binds:
+            words += ["-v", f"{path}:{path}" + ("" if rw else ":ro")]
         return words + ["-w", str(root), str(opts.image)]
     return []
 
 
-def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[str], root: Path) -> str:
+def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[tuple[str, bool]], root: Path) -> str:
     """What one node's task runs (in `bash -c`): the plan's argv, wrapped for the container mode."""
     env_names = sorted({*plan.env, *plan.secret_env, "ROCMFT_ATTEMPT"})
     parts = [f'echo "[rocmft] node ${{SLURM_NODEID}} (${{SLURMD_NODENAME}}): {plan.nproc_per_node} '
@@ -105,7 +118,7 @@ def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[s
     prefix = container_prefix(opts, arch, binds, root, env_names, job=True)
     if opts.container == "docker":
         # The container gets the task's name so a cancelled job's container can be found (docker ps).
-        prefix = prefix[:4] + ["--name", "rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}"] + prefix[4:]
+        prefix = prefix[:4] + ["--name", NodeExpands("rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}")] + prefix[4:]
         if arch.is_gpu:
             parts.append("ib=(); [[ -e /dev/infiniband ]] && ib=(--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1)")
     words = [_quote(w) for w in prefix]
@@ -133,6 +146,8 @@ def directives(recipe: Recipe, arch: Arch, opts: SlurmOptions, run_dir: Path, ro
         lines.append(f"--account={opts.account}")
     lines += [f"--chdir={root}", f"--output={run_dir}/train.log", "--open-mode=append", "--export=ALL"]
     lines += list(opts.sbatch_args)
+    # each is one `#SBATCH` line: a newline in a recipe's file name or the project's path would start another
+    raise_if_errors([p for line in lines for p in names.check("#SBATCH", line)])
     return lines
 
 
@@ -143,7 +158,7 @@ def srun_flags() -> list[str]:
             "--ntasks-per-node=1", '--cpus-per-task="${SLURM_CPUS_ON_NODE}"']
 
 
-def bookkeeping_command(opts: SlurmOptions, arch: Arch, binds: list[str], root: Path, python: str) -> str:
+def bookkeeping_command(opts: SlurmOptions, arch: Arch, binds: list[tuple[str, bool]], root: Path, python: str) -> str:
     prefix = container_prefix(opts, arch, binds, root, (), job=False)
     py = python if opts.container == "none" else "python"
     return " ".join(_quote(w) for w in [*prefix, py, "-m", "rocmft.launch.slurm"])
