@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from . import arches, layout, paths, recipes, render, runs
+from . import arches, layout, paths, recipes, render, runs, stages
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
 
@@ -148,7 +148,8 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
     runs.create(prep.run_dir)
     runs.write_inputs(prep.run_dir, prep.recipe.to_dict(), prep.rendered.train_yaml, prep.rendered.ds_config)
     runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, arch=prep.recipe.arch,
-              resumed_from=prep.resume_from, validated_in=prep.validated_in or None)
+              stage=stages.name(prep.rendered.args), resumed_from=prep.resume_from,
+              validated_in=prep.validated_in or None)
     if plan is not None:
         (prep.run_dir / "plan.json").write_text(plan.to_json())
         runs.write_versions(prep.run_dir, image=image, extra={"runtime": runtime, **versions_extra})
