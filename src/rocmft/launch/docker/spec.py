@@ -144,10 +144,13 @@ def container_spec(
     if not covered(hf_home):
         mounts.append(Mount(hf_home, hf_home, create=True, why="HF cache (HF_HOME): hub models, datasets, tokens"))
     for key in INPUT_KEYS:
-        value = str((args or {}).get(key) or "")
-        if posixpath.isabs(value) and not covered(value):
-            mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
-                                why=f"{key} outside the project (read-only)"))
+        named = str((args or {}).get(key) or "")
+        # adapters stack as a comma-separated list (a run started FROM an earlier run's adapter)
+        for value in named.split(",") if key == "adapter_name_or_path" else [named]:
+            value = value.strip()
+            if posixpath.isabs(value) and not covered(value):
+                mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
+                                    why=f"{key} outside the project (read-only)"))
     for key in CACHE_ENV:
         value = plan.env.get(key, "")
         if posixpath.isabs(value) and not covered(value):
