@@ -81,4 +81,4 @@ def run(args: argparse.Namespace) -> int:
     summary = prepare.run(opts)
     for line in prepare.report(summary):
         print(line)
-    return 0
+    return 2 if summary.set_problem else 0  # --check of a KTO set of one label: reported, and a failure

@@ -58,8 +58,9 @@ def layout(fmt: str) -> str:
 
 def detect(obj: dict) -> str | None:
     """The format a row is written in, or None. A row with `conversations` is sharegpt even when it also has
-    alpaca-looking keys; `chosen`/`rejected` make it a pair; a boolean `label` a KTO row (a `label` of another
-    type is an ordinary column of a supervised row, unless the file is a KTO set: see rowformat.Rows)."""
+    alpaca-looking keys; `chosen`/`rejected` make it a pair; a `label` that is or means a boolean (true, "false",
+    0, 1: the KTO check then rejects what is not JSON true/false) a KTO row. Another `label` ("math") is an
+    ordinary column of a supervised row, unless the file is a KTO set: see rowformat.Rows."""
     if "conversations" in obj:
         base = "sharegpt"
     elif "messages" in obj:
@@ -72,7 +73,7 @@ def detect(obj: dict) -> str | None:
         return None
     if "chosen" in obj or "rejected" in obj:
         return f"{base}-preference"
-    if type(obj.get(kto.LABEL)) is bool:
+    if kto.boolean_like(obj.get(kto.LABEL)):
         return f"{base}-kto"
     return base
 

@@ -22,6 +22,12 @@ from .rowcheck import BadRow, Columns, required
 LABEL = "label"
 
 
+def boolean_like(value) -> bool:
+    """A label that is a boolean or is meant as one: what makes a row a KTO row."""
+    kind = type(value)
+    return kind is bool or (kind is str and value.strip().lower() in ("true", "false")) or (kind is int and value in (0, 1))
+
+
 def label(obj: dict) -> bool:
     value = required(obj, LABEL, ": a KTO row says whether its answer is desirable (true) or not (false)")
     if type(value) is not bool:

@@ -44,9 +44,18 @@ def test_each_kind_is_detected_and_its_good_rows_pass(fmt):
     assert turns >= 1 and chars > 0
 
 
-def test_a_label_that_is_no_boolean_is_an_ordinary_column_of_a_supervised_row():
+def test_a_label_meant_as_a_boolean_makes_a_kto_row_any_other_is_an_ordinary_column():
     assert formats.detect({"instruction": "a", "output": "b", "label": "math"}) == "alpaca"
-    assert formats.detect({"messages": [], "label": 1}) == "messages"
+    assert formats.detect({"messages": [], "label": 7}) == "messages"
+    for meant in (True, "false", " True", 0, 1):
+        assert formats.detect({"messages": [], "label": meant}) == "messages-kto", meant
+
+
+def test_a_set_of_string_labels_is_a_kto_set_whose_rows_say_why(tmp_path):
+    src = write(tmp_path / "in.jsonl", *(_with(KTO_MESSAGES, label=v) for v in ("true", "false", "true")))
+    with pytest.raises(ProblemReport, match="no valid rows"):
+        run(src, tmp_path / "data")
+    assert {r["reason"] for r in rejects(tmp_path / "data")} == {"label_not_boolean"}
 
 
 # (what, format, row, reason): every reason the new kinds add, and the old ones as they apply to them.
@@ -120,6 +129,9 @@ def test_a_kto_set_of_one_label_is_refused_and_nothing_registered(tmp_path):
     assert digest(src) == before
     checked = run(src, tmp_path / "data", check_only=True)
     assert checked.set_problem and any(x.startswith("error: every kept row") for x in prepare.report(checked))
+    from rocmft.cli import main as cli
+
+    assert cli.main(["data", str(src), "--check", "--no-progress"]) == 2  # make data-check fails on it too
 
 
 def test_kto_labels_are_counted_in_the_report(tmp_path):
