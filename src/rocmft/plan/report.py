@@ -235,7 +235,7 @@ def full(result: PlanResult) -> str:
 
 
 PACKING_TEXT = {"padded": "padded to the longest row", "packing": "packing (samples see each other)",
-                "neat_packing": "neat packing"}
+                "neat_packing": "neat packing", "blocks": "text cut into full blocks, documents see each other"}
 
 
 def batching_lines(result: PlanResult) -> list[str]:

@@ -91,6 +91,8 @@ def batches(w: Workload) -> batching.Batching | None:
     """Real and computed tokens per micro-batch from the rows' lengths; None when they are unknown."""
     if w.lengths is None:
         return None
+    if w.stage == "pt" and w.packing == "packing":
+        return batching.blocks(w.lengths, w.micro_batch, w.cutoff_len)
     # a DPO row is a pair: its chosen and rejected sequences are two lengths (lengths.py), padded together
     return batching.compute(w.lengths, w.micro_batch * w.sequences_per_sample, w.cutoff_len, w.packing, w.attention)
 
@@ -215,6 +217,10 @@ def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) ->
     b = batches(w)
     real = b.real if b is not None else float(w.tokens_per_micro_batch)  # real tokens per micro-batch
     unit = "packed rows" if w.packing != "padded" else "samples"
+    if b is not None and b.mode == "blocks" and not b.rows:
+        notes.append(f"the text holds ~{sum(w.lengths.tokens):,} tokens, less than one block of cutoff_len - 1 = "
+                     f"{w.cutoff_len - 1:,}: LLaMA-Factory's pretraining drops a shorter tail, so nothing would "
+                     "train (more text, or a smaller cutoff_len)")
     if steps is not None or w.max_steps > 0:
         n_steps = steps if steps is not None else w.max_steps
         samples = float(n_steps * w.global_batch)

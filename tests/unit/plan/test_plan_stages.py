@@ -106,6 +106,22 @@ def test_pretraining_documents_carry_no_chat_markup(tmp_path):
     assert lengths.read(args).tokens[0] > 101  # as an SFT prompt it would carry the template's markup
 
 
+@pytest.mark.real_tokens
+def test_pretraining_packs_full_blocks_and_a_text_under_one_block_trains_nothing(tmp_path, recipe_factory):
+    """LLaMA-Factory concatenates the documents and cuts blocks of cutoff_len - 1, dropping the tail: no padding,
+    and no row at all from a text shorter than one block (data/processor/pretrain.py)."""
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"text": "x" * 396}) + "\n" for _ in range(30)))
+    (tmp_path / "dataset_info.json").write_text(json.dumps({"t": {"file_name": "t.jsonl", "columns": {"prompt": "text"}}}))
+    args = dict(stage="pt", packing=True, dataset="t", dataset_dir=str(tmp_path), per_device_train_batch_size=2)
+    result = plan(recipe_factory, cutoff_len=1001, **args)  # 30 documents x (99 + EOS) = 3,000 tokens
+    b = throughput.batches(result.workload)
+    assert (b.rows, b.padding, b.epoch_tokens) == (3, 0.0, 3000)  # three full blocks of 1,000
+    assert "padding 0%" in result.report()
+    short = plan(recipe_factory, cutoff_len=4096, **args)
+    assert throughput.batches(short.workload).rows == 0
+    assert "less than one block of cutoff_len - 1 = 4,095" in short.report()
+
+
 def test_a_dpo_epoch_counts_pairs(recipe_factory):
     dpo = plan(recipe_factory, stage="dpo", dataset="demo_dpo", per_device_train_batch_size=2,
                gradient_accumulation_steps=3)
