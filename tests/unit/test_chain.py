@@ -13,6 +13,7 @@ from rocmft.cli import export
 from rocmft.problems import ProblemReport
 from rocmft.serve import target
 from tests.unit.serve.conftest import make_run
+from tests.unit.test_checkpoints import fake_checkpoint
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def test_the_dpo_run_renders_the_chain_and_records_where_it_started(runs_dir):
     assert status["from_spec"] == str(runs_dir / "sft") and status["stage"] == "dpo"
     # a DPO run resumed later starts from the same SFT run, not from whatever `last` is then
     make_run(runs_dir, "newer-sft", adapter=True)
-    (prep.run_dir / "output" / "checkpoint-5").mkdir(parents=True)
+    fake_checkpoint(prep.run_dir / "output" / "checkpoint-5", 5)
     resumed = pipeline.prepare("tiny-cpu-dpo", resume="dpo", run_name="dpo-2", validate=False)
     assert yaml.safe_load(resumed.rendered.train_yaml)["adapter_name_or_path"] == f"{runs_dir}/sft/output"
 
