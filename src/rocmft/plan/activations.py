@@ -156,8 +156,8 @@ def fused_loss(w: Workload) -> bool:
     return liger_applies(w) and w.stage in ("sft", "pt")
 
 
-# Of SFT's 14 bytes per logits entry, the forward keeps 10 (bf16 logits, their fp32 copy, the fp32 log-softmax);
-# the 4 of fp32 gradient come in backward.
+# Of the logits' bytes per entry, the forward holds 10 (bf16 logits, their fp32 copy, the fp32 log-softmax);
+# backward's peak is the LOGITS_BYTES_PER_ENTRY counted for the policy.
 LOGITS_FORWARD_BYTES = 10
 
 
@@ -165,7 +165,7 @@ def reference_logits_gib(w: Workload) -> float:
     """The forwards without gradients (DPO's reference; KTO's KL estimate and reference) run after the policy's
     forward, which still holds its logits: each makes the same 10 bytes per entry for its own batch, transiently
     (get_batch_logps: the fp32 logits and their log-softmax). At that moment the logits take 10 + 10 bytes per
-    entry, 6 more than the 14 counted for the policy's (whose 4 of gradient come only in backward)."""
+    entry, 20 - LOGITS_BYTES_PER_ENTRY (8) more than counted for the policy's (its backward peak)."""
     if not w.extra_forwards:
         return 0.0
     extra = 2 * LOGITS_FORWARD_BYTES - LOGITS_BYTES_PER_ENTRY

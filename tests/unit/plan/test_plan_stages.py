@@ -25,8 +25,8 @@ def test_lora_dpo_holds_two_sequences_per_pair_and_the_reference_forward_s_logit
     assert (w.sequences_per_sample, w.reference, w.extra_forwards) == (2, "adapter off", 1)
     assert dpo.memory.gib("activations") == pytest.approx(2 * sft.memory.gib("activations"), rel=0.01)
     assert dpo.memory.gib("logits") == pytest.approx(2 * sft.memory.gib("logits"))
-    # 2 pairs x 2 sequences x 1024 tokens x 32,000 entries x (10 + 10 - 14) bytes
-    assert dpo.memory.gib("reference_logits") == pytest.approx(4 * 1024 * 32000 * 6 / GIB)
+    # 2 pairs x 2 sequences x 1024 tokens x 32,000 entries x (10 + 10 - 12) bytes
+    assert dpo.memory.gib("reference_logits") == pytest.approx(4 * 1024 * 32000 * 8 / GIB)
     assert dpo.memory.gib("reference") == 0  # LoRA: the same weights with the adapter off
     assert dpo.memory.gib("weights") == sft.memory.gib("weights")
     assert dpo.verdict == "fits" and dpo.memory.total_gib > sft.memory.total_gib + 1.5
