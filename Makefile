@@ -46,6 +46,7 @@ RUNTIME ?=
 GPUS    ?=
 NODES   ?=
 RESUME  ?=
+FROM    ?=
 RUN     ?=
 RUN_NAME ?=
 FORCE   ?=
@@ -59,14 +60,15 @@ export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/.cache/torch_extensions
 export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
 
 TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--nodes,$(NODES)) \
-              $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--run-name,$(RUN_NAME)) \
+              $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--from,$(FROM)) \
+              $(call opt,--run-name,$(RUN_NAME)) \
               $(if $(call is_set,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF)) \
               $(call opt,--max-restarts,$(MAX_RESTARTS))
 
 .PHONY: help host setup
 help: ## list the targets (this screen)
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
-	@echo; echo "  Variables: RECIPE="$(call q,$(RECIPE))" ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FORCE=1"
+	@echo; echo "  Variables: RECIPE="$(call q,$(RECIPE))" ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FROM=<run>|last FORCE=1"
 
 host: ## the light host in .venv: the rocmft CLI + jinja2, pyyaml, rich, Docker SDK; no torch (seconds; idempotent)
 	@bash scripts/host-venv.sh

@@ -96,7 +96,7 @@ def bad_line(r: random.Random, fmt: str, i: int) -> bytes:
     if kind == 4:  # mixed_format
         return json.dumps(good_row(r, "alpaca" if fmt != "alpaca" else "messages")).encode()
     if kind == 5:  # unknown_format
-        return b'{"text": "just some text"}'
+        return b'{"body": "just some text"}'
     if fmt == "alpaca":
         if kind == 6:
             row["output"] = ""

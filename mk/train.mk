@@ -13,7 +13,7 @@ tiny-model: setup ## build the tiny test model offline into models/tiny-llama (n
 demo: setup tiny-model ## the embedded default: train the tiny model on CPU (a live progress line; VERBOSE=1 streams the job's log)
 	@$(ROCMFT) train tiny-cpu --runtime local $(call opt,--set,$(SET)) $(call opt,--run-name,$(RUN_NAME))
 
-train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=)
+train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, FROM=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=)
 	$(stack_if_local)
 	@$(ROCMFT) train $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 

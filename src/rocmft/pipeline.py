@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from . import arches, layout, paths, recipes, render, run_trust, runs
+from . import arches, chain, layout, paths, recipes, render, run_trust, runs, stages
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
 
@@ -31,6 +31,7 @@ class Prepared:
     resume_from: str | None
     messages: list[Problem] = field(default_factory=list)  # warnings and notes to show the user
     validated_in: str = ""  # where LLaMA-Factory's and DeepSpeed's checks ran ("" = not run), recorded in status.json
+    start: chain.Start | None = None  # FROM=: the earlier run (or folder) this one starts from
 
 
 def _int_option(value, name: str) -> int:
@@ -51,6 +52,7 @@ def prepare(
     nodes: str | int | None = None,
     gpus: str | None = None,
     resume: str | None = None,
+    start_from: str | None = None,
     run_name: str | None = None,
     validate: bool = True,
     validate_in: Callable[[arches.Arch], "Place"] | None = None,
@@ -67,6 +69,11 @@ def prepare(
     if explicit:
         overrides.append(f"gpus_per_node={len(explicit)}")  # GPUS=2,3 means two processes
     recipe = recipes.load(recipe_spec, overrides)
+    start = None
+    start_from = start_from or (chain.resumed_source(resume, recipe.name) if resume else None)
+    if start_from:  # the earlier run's model (and adapter, and template) replace the recipe's
+        start = chain.resolve(start_from, recipe)
+        recipe = recipes.load(recipe_spec, overrides + start.overrides)
     arch_info = arches.get(recipe.arch, file=recipe.path)
     selected = explicit or (launch_plan.devices_from_env(env) if arch_info.is_gpu else None)
     resume_from, skipped, resumed_notes = None, [], []
@@ -95,8 +102,9 @@ def prepare(
                 validated_in = place.label + (" (cached: same files, stack and code)" if cached else "")
     except ProblemReport as report:
         raise ProblemReport(early + report.problems) from None
-    messages = raise_if_errors(messages) + _first_run_notes(rendered)
-    return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages, validated_in)
+    messages = raise_if_errors(messages) + _first_run_notes(rendered) + (start.notes if start else [])
+    return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages, validated_in,
+                    start)
 
 
 def _first_run_notes(rendered: render.Rendered) -> list[Problem]:
@@ -149,7 +157,9 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
     runs.create(prep.run_dir)
     runs.write_inputs(prep.run_dir, prep.recipe.to_dict(), prep.rendered.train_yaml, prep.rendered.ds_config)
     runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, arch=prep.recipe.arch,
-              resumed_from=prep.resume_from, validated_in=prep.validated_in or None)
+              stage=stages.name(prep.rendered.args), resumed_from=prep.resume_from,
+              validated_in=prep.validated_in or None,
+              **({"started_from": prep.start.source, "from_spec": prep.start.spec} if prep.start else {}))
     if plan is not None:
         (prep.run_dir / "plan.json").write_text(plan.to_json())
         runs.write_versions(prep.run_dir, image=image, extra={"runtime": runtime, **versions_extra})

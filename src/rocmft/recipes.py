@@ -25,7 +25,8 @@ PROJECT_KEYS = (
     "base", "description", "arch", "gpus_per_node", "nodes", "deepspeed", "precision",
     "watchdog", "resilience", "env", "secrets", "plan", "llamafactory",
 )
-WATCHDOG_KEYS = ("enabled", "grad_norm_max", "grad_norm_patience", "loss_rise_factor", "min_steps")
+WATCHDOG_KEYS = ("enabled", "grad_norm_max", "grad_norm_patience", "loss_rise_factor", "min_steps",
+                 "reward_margin_max", "logp_collapse_factor")
 # What a stop, a preemption or a lost process does (docs/multinode.md): each key, its least and greatest value.
 # 65535: the most seconds Slurm's --signal=<sig>@<seconds> takes.
 RESILIENCE_KEYS = {"stop_grace_s": (10, 65535), "max_restarts": (0, 100), "max_requeues": (0, 1000)}

@@ -211,6 +211,7 @@ class RunInfo:
     tokens_per_s_per_gpu: float | None = None
     last_step: int | None = None
     max_steps: int | None = None
+    stage: str = "sft"
 
 
 def all_runs() -> list[RunInfo]:
@@ -233,8 +234,18 @@ def all_runs() -> list[RunInfo]:
         started, ended = status.get("started"), status.get("ended")
         infos.append(RunInfo(run_dir, status.get("recipe", run_dir.name), state, loss[-1][1] if loss else None,
                              (ended - started) if started and ended else None, started, status.get("exit_code"),
-                             t.tokens_per_s_per_gpu, t.last_step, t.max_steps))
+                             t.tokens_per_s_per_gpu, t.last_step, t.max_steps,
+                             status.get("stage") or t.stage or _stage(run_dir)))
     return sorted(infos, key=lambda r: (r.started or r.path.stat().st_mtime, r.path.name))
+
+
+def _stage(run_dir: Path) -> str:
+    """The stage a run from before status.json recorded it trained: its train.yaml's."""
+    try:
+        args = yaml.safe_load((run_dir / "train.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return "?"
+    return str(args.get("stage") or "sft") if isinstance(args, dict) else "?"
 
 
 def _alive(status: dict[str, Any]) -> bool:

@@ -24,20 +24,23 @@ EXIT_STOPPED = 75
 
 
 def _callbacks(run_dir: Path, train_args: dict) -> list:
+    from . import stages
     from .callbacks.progress import ProgressCallback
     from .callbacks.stop import StopOnSignalCallback
 
     # First, so a step the watchdog stops the run at is still reported.
-    callbacks = [ProgressCallback(run_dir, tokens="all" if train_args.get("neat_packing") else "non_padding")]
+    callbacks = [ProgressCallback(run_dir, tokens="all" if train_args.get("neat_packing") else "non_padding",
+                                  stage=stages.name(train_args))]
     recipe_file = run_dir / "recipe.resolved.yaml"
     recipe = yaml.safe_load(recipe_file.read_text()) if recipe_file.is_file() else {}
     watchdog = recipe.get("watchdog", False)
     if watchdog is not False:
-        from .callbacks.watchdog import WatchdogCallback
+        from .callbacks.watchdog import Objective, WatchdogCallback
 
         context = {"precision": "bf16" if train_args.get("bf16") else "fp16" if train_args.get("fp16") else "fp32",
                    "arch": recipe.get("arch"), "recipe_learning_rate": train_args.get("learning_rate")}
-        callbacks.append(WatchdogCallback(watchdog if isinstance(watchdog, dict) else {}, run_dir, context))
+        callbacks.append(WatchdogCallback(watchdog if isinstance(watchdog, dict) else {}, run_dir, context,
+                                          Objective.from_args(train_args)))
     callbacks.append(StopOnSignalCallback(run_dir))
     if train_args.get("resume_from_checkpoint"):
         from .callbacks.resume_lr import ResumeLearningRateCallback

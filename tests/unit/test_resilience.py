@@ -169,7 +169,7 @@ def test_make_runs_notes_attempts_restarts_and_the_saved_checkpoint(run_dir, cap
     runs.mark(run_dir, "requeued", exit_code=1, reason="SIGUSR1 from Slurm")
     assert cli_runs.run(SimpleNamespace(last=0)) == 0
     row = capsys.readouterr().out.splitlines()[1]
-    assert row.split()[2] == "requeued"
+    assert row.split()[3] == "requeued"  # after RUN, RECIPE, STAGE
     assert row.endswith("slurm job 7 waits for its next attempt; 1 restart; saved checkpoint-6"), row
 
 

@@ -72,5 +72,25 @@ def test_listing_reads_the_progress_events(runs_dir, capsys):
     assert info.tokens_per_s_per_gpu == 2000.0  # 8000 tokens in 2 s over 2 GPUs
     assert cli_runs.run(type("A", (), {"last": 0})()) == 0
     header, row = capsys.readouterr().out.splitlines()[:2]
-    assert header.split()[:6] == ["RUN", "RECIPE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU"]
-    assert row.split()[:6] == ["r3", "tiny", "running", "2/20", "3.5000", "2,000"]
+    assert header.split()[:7] == ["RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU"]
+    assert row.split()[:7] == ["r3", "tiny", "sft", "running", "2/20", "3.5000", "2,000"]
+
+
+def test_listing_names_each_run_s_stage_and_a_dpo_run_s_reward_accuracy(runs_dir, capsys):
+    from rocmft.cli import runs as cli_runs
+
+    old = runs.create(runs.choose("tiny-cpu-dpo", "before"))  # from before status.json kept the stage
+    (old / "train.yaml").write_text("stage: dpo\n")
+    runs.mark(old, "succeeded", recipe="tiny-cpu-dpo", exit_code=0, started=1.0)
+    new = runs.create(runs.choose("tiny-cpu-pt", "after"))
+    (new / "train.yaml").write_text("stage: sft\n")  # status.json wins: it is what the run was committed with
+    runs.mark(new, "succeeded", recipe="tiny-cpu-pt", stage="pt", exit_code=0, started=2.0)
+    dpo = runs.create(runs.choose("tiny-cpu-dpo", "dpo"))
+    (dpo / "train.yaml").write_text("stage: dpo\n")
+    runs.mark(dpo, "succeeded", recipe="tiny-cpu-dpo", stage="dpo", exit_code=0, reward_accuracy=0.8333, started=3.0)
+    assert [i.stage for i in runs.all_runs()] == ["dpo", "pt", "dpo"]
+    assert cli_runs.run(type("A", (), {"last": 0})()) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].split()[:4] == ["before", "tiny-cpu-dpo", "dpo", "succeeded"]
+    assert rows[2].split()[2] == "pt"
+    assert rows[3].endswith("reward accuracy 0.83 (last logged steps)")

@@ -12,6 +12,9 @@ elsewhere), whose sum is no token count: "all" then (packed rows carry almost no
 Peak memory at the end: allocated on the GPU, or the process's peak RSS on CPU, the maximum over ranks (a
 collective, so every rank takes part in on_train_end; only rank 0 writes).
 
+A preference or KTO run's steps also carry the stage's own figures (reward accuracy and margin, KL...: see
+rocmft.stages), read from the same log entry as the loss.
+
 Each line is appended with the file opened and closed around it: a reader on another machine (a Slurm
 login node over NFS) sees whole lines as soon as they are written.
 """
@@ -27,6 +30,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from .. import stages
 from ..launch import events
 from .metrics import GIB, cuda_in_use, local_peaks, max_over_ranks
 
@@ -39,8 +43,9 @@ def _number(value: Any) -> float | None:
 
 
 class ProgressCallback(TrainerCallback):
-    def __init__(self, run_dir: Path | str, clock=time.time, tokens: str = "non_padding"):
+    def __init__(self, run_dir: Path | str, clock=time.time, tokens: str = "non_padding", stage: str = "sft"):
         self.path = events.path(run_dir)
+        self.stage = stage
         self.clock = clock
         self.tokens = tokens  # the Trainer's include_num_input_tokens_seen: "non_padding", or "all" when packed
         self._began: float | None = None
@@ -72,7 +77,7 @@ class ProgressCallback(TrainerCallback):
                             # one) and torchrun's restarts within it
                             "attempt": int(os.environ.get("ROCMFT_ATTEMPT") or 1),
                             "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0),
-                            "host": socket.gethostname()})
+                            "host": socket.gethostname(), "stage": self.stage})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
@@ -94,7 +99,7 @@ class ProgressCallback(TrainerCallback):
             "event": "step", "time": now, "step": step, "max_steps": max_steps, "epoch": _number(state.epoch),
             "loss": _number(logs.get("loss")), "grad_norm": _number(logs.get("grad_norm")),
             "learning_rate": _number(logs.get("learning_rate")), "tokens_seen": tokens or None,
-            "tokens_per_s_per_gpu": rate, "elapsed_s": elapsed, "eta_s": eta,
+            "tokens_per_s_per_gpu": rate, "elapsed_s": elapsed, "eta_s": eta, **stages.signals(logs),
         })
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -10,16 +10,18 @@ import argparse
 import os
 from pathlib import Path
 
+from ..data.formats import FORMATS
 from ..problems import Problem, ProblemReport
 
-HELP = "check a JSONL dataset (alpaca, sharegpt, messages), keep the good rows, name the bad ones, register it"
+HELP = ("check a dataset (SFT, preference pairs, KTO or plain text; JSONL or .txt), keep the good rows, "
+        "name the bad ones, register it")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", metavar="IN", help="the .jsonl file to check (never modified)")
+    parser.add_argument("input", metavar="IN", help="the .jsonl file (or .txt: one document per line) to check (never modified)")
     parser.add_argument("name", metavar="NAME", nargs="?", default=None,
                         help="dataset name: writes data/<NAME>.jsonl and registers <NAME> in data/dataset_info.json")
-    parser.add_argument("--format", dest="fmt", default="auto", choices=("auto", "alpaca", "sharegpt", "messages"),
+    parser.add_argument("--format", dest="fmt", default="auto", choices=("auto", *FORMATS),
                         help="row format (default: detected from the first rows)")
     parser.add_argument("--force", action="store_true", help="replace an existing data/<NAME>.jsonl and registry entry")
     parser.add_argument("--check", action="store_true", help="only read and report: write and register nothing")
@@ -79,4 +81,4 @@ def run(args: argparse.Namespace) -> int:
     summary = prepare.run(opts)
     for line in prepare.report(summary):
         print(line)
-    return 0
+    return 2 if summary.set_problem else 0  # --check of a KTO set of one label: reported, and a failure

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import paths, run_trust, runs
+from .. import chain, paths, run_trust, runs
 from ..problems import Problem, ProblemReport, raise_if_errors
 
 HELP = "merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged"
@@ -23,7 +23,8 @@ def export_config(train: dict, run_path: str) -> dict:
     """The export YAML: same model, template and dtype as training, adapter from the run, merged into the run dir."""
     return {
         "model_name_or_path": train["model_name_or_path"],
-        "adapter_name_or_path": f"{run_path}/output",
+        # a run started FROM an earlier adapter (SFT, then DPO): that one is merged first, then the run's own
+        "adapter_name_or_path": ",".join([*chain.upstream_adapters(train), f"{run_path}/output"]),
         "template": train.get("template", "default"),
         "finetuning_type": "lora",
         "trust_remote_code": bool(train.get("trust_remote_code", False)),

@@ -1,10 +1,10 @@
-"""`rocmft runs`: every run with its status, steps, final loss, tokens/s per GPU and duration (from the runs'
-progress events), its attempts (Slurm requeues) and torchrun restarts; containers a crashed launcher left."""
+"""`rocmft runs`: every run with its stage, status, steps, final loss, tokens/s per GPU and duration (from the
+runs' progress events), its attempts (Slurm requeues) and torchrun restarts; containers a crashed launcher left."""
 
 from __future__ import annotations
 
 NAME = "runs"
-HELP = "list the runs (status, steps, final loss, tokens/s per GPU, duration) and containers left by a crashed launcher"
+HELP = "list the runs (stage, status, steps, final loss, tokens/s per GPU, duration) and containers left by a crashed launcher"
 
 
 def add_arguments(parser) -> None:
@@ -60,7 +60,7 @@ def run(args) -> int:
         infos = infos[-args.last:]
     left, active, note = _containers()
     left_by_run = {c.run: c for c in left}
-    rows = [("RUN", "RECIPE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU", "TIME", "STARTED (UTC)", "NOTE")]
+    rows = [("RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU", "TIME", "STARTED (UTC)", "NOTE")]
     for info in infos:
         status = runs.read_status(info.path)
         state = info.state.upper() if info.state in ("diverged", "failed") else info.state
@@ -77,6 +77,8 @@ def run(args) -> int:
         elif info.state == "requeued":
             extra.append(f"slurm job {status.get('job_id', '?')} waits for its next attempt")
         extra += _attempts_note(status)
+        if isinstance(status.get("reward_accuracy"), (int, float)):
+            extra.append(f"reward accuracy {status['reward_accuracy']:.2f} (last logged steps)")
         if path in active:
             extra.append(f"in container {active[path]}")
         if path in left_by_run:
@@ -85,7 +87,7 @@ def run(args) -> int:
         loss = f"{info.final_loss:.4f}" if info.final_loss is not None else "-"
         tps = f"{info.tokens_per_s_per_gpu:,.0f}" if info.tokens_per_s_per_gpu else "-"
         steps = f"{info.last_step}/{info.max_steps or '?'}" if info.last_step is not None else "-"
-        rows.append((info.path.name, info.recipe, state, steps, loss, tps, _duration(info.duration_s),
+        rows.append((info.path.name, info.recipe, info.stage, state, steps, loss, tps, _duration(info.duration_s),
                      runs.utc_iso(info.started), "; ".join(extra)))
     if len(rows) == 1:
         print("no runs yet: `make demo` trains the tiny model, `make train RECIPE=...` a recipe")

@@ -28,6 +28,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--nodes", default=None, help="number of nodes (overrides the recipe)")
     parser.add_argument("--arch", default=None, help="override the recipe's arch")
     parser.add_argument("--resume", default=None, help="a run dir or `last`: continue from its newest checkpoint")
+    parser.add_argument("--from", dest="start_from", default=None,
+                        help="start from an earlier run (dir, name or `last`: its merged export or adapter) or a "
+                             "model/adapter folder, e.g. DPO after SFT")
     parser.add_argument("--run-name", default=None, help="name the run dir (refused if it exists)")
     parser.add_argument("--max-restarts", dest="max_restarts", default=None,
                         help="torchrun restarts when a process dies, each resuming from the newest complete checkpoint "
@@ -79,7 +82,7 @@ def run(args) -> int:
     faults = [f"resilience.{key}={getattr(args, key)}" for key in ("max_restarts", "max_requeues")
               if getattr(args, key, None) not in (None, "")]
     prep = pipeline.prepare(args.recipe, overrides(args) + faults, arch=args.arch, nodes=args.nodes, gpus=args.gpus,
-                            resume=args.resume, run_name=args.run_name,
+                            resume=args.resume, start_from=args.start_from, run_name=args.run_name,
                             validate_in=where.for_runtime(args.runtime, args))
     warn(prep.messages)
     runtime = args.runtime or where.default_runtime(prep.arch)

@@ -13,7 +13,7 @@ class Options:
     source: Path
     name: str | None
     data_dir: Path
-    fmt: str = "auto"  # auto | alpaca | sharegpt | messages
+    fmt: str = "auto"  # auto | one of formats.FORMATS
     force: bool = False
     check_only: bool = False  # read and report; write and register nothing
     convert: bool = False  # the input is one JSON array of rows
@@ -23,3 +23,8 @@ class Options:
     cutoff_len: int | None = None
     recipe: str | None = None
     progress: bool | None = None  # None: a bar when stderr is a terminal and the file is large
+
+    @property
+    def text_file(self) -> bool:
+        """A .txt file: one pretraining document per line (not JSON)."""
+        return self.source.suffix.lower() == ".txt"

@@ -57,6 +57,13 @@ def preflight(opts: Options) -> list[Problem]:
         first = _first_byte(src)
         if first == b"":
             problems.append(Problem(str(src), "IN", "holds only blank lines: there are no rows to register"))
+        elif opts.text_file:
+            if opts.convert:
+                problems.append(Problem(str(src), "CONVERT", "a .txt file is plain text, one document per line, not a JSON array",
+                                        "drop CONVERT=1"))
+            if opts.fmt not in ("auto", "text"):
+                problems.append(Problem(str(src), "FORMAT", f"a .txt file is plain text (FORMAT=text), not {opts.fmt}",
+                                        "drop FORMAT=, or give the JSONL file"))
         elif first == b"[" and not opts.convert:
             problems.append(Problem(str(src), "IN", "is a JSON array, not JSONL (one JSON object per line)",
                                     "add CONVERT=1 (rocmft data --convert) to read the array and write it as JSONL "

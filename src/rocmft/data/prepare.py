@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from ..problems import Problem, ProblemReport
-from . import formats, registry
+from . import formats, kto, registry
 from .files import inside, rel, same_file
 from .options import DEFAULT_MAX_LINE_MB, Options
 from .preflight import NAME_RE, check_name, preflight
@@ -68,7 +68,7 @@ def run(opts: Options) -> Summary:
         summary.tokens = Histogram()
         summary.token_how = counter.how
     explicit = opts.fmt != "auto"
-    summary.fmt = opts.fmt if explicit else detect_format(opts)
+    summary.fmt = "text" if opts.text_file else opts.fmt if explicit else detect_format(opts)
 
     data_dir = opts.data_dir
     writer = rejects = None
@@ -77,13 +77,16 @@ def run(opts: Options) -> Summary:
         data_dir.mkdir(parents=True, exist_ok=True)
         writer = Writer(data_dir / f"{opts.name}.jsonl", lazy_prefix_of=opts.source if in_place_ok else None)
         rejects = Writer(data_dir / f"{opts.name}.rejects.jsonl", lazy=True)
-    state = Pass(opts, summary, writer, rejects, counter, Rows(summary.fmt, explicit, summary))
+    rows = Rows(summary.fmt, explicit, summary)
+    state = Pass(opts, summary, writer, rejects, counter, rows)
     started = time.perf_counter()
     bar = _progress(opts, opts.source.stat().st_size)
     try:
         with open(opts.source, "rb", buffering=CHUNK) as fh:
             if opts.convert:
                 state.array(fh, bar)
+            elif opts.text_file:
+                state.text_lines(fh, bar)
             else:
                 state.jsonl(fh, bar)
     except BaseException:
@@ -96,6 +99,9 @@ def run(opts: Options) -> Summary:
         if bar is not None:
             bar[0].stop()
     summary.seconds = time.perf_counter() - started
+    summary.labels = rows.columns.labels
+    if summary.fmt and formats.kind(summary.fmt) == "kto" and summary.kept:
+        summary.set_problem = kto.one_label_only(summary.labels)
     if opts.check_only:
         return summary
     return _finish(opts, summary, writer, rejects, state.dirty)
@@ -120,6 +126,9 @@ def _finish(opts: Options, summary: Summary, writer: Writer, rejects: Writer, di
             if summary.first_line.get("invalid_json") == 1 and _first_line(src).strip() in (b"{", b"{\r"):
                 hint = "it looks like one pretty-printed JSON document: JSONL needs one complete object per line; " + hint
             raise ProblemReport([Problem(str(src), "IN", f"no valid rows: all {summary.rows:,} were rejected", hint)])
+        if summary.set_problem:
+            raise ProblemReport([Problem(str(src), "IN", summary.set_problem,
+                                         "add rows of the other label, or train these with stage `sft` (the desirable ones)")])
         same = same_file(src, out_path)
         if same or (not dirty and writer.fh is None):
             if dirty:

@@ -61,20 +61,22 @@ class Rows:
         self.summary = summary
         self.columns = formats.Columns()
         self.seen = summary.seen_columns
-        self.marker = formats.MARKERS[fmt][0] if fmt else None
+        self.kto_layout = formats.layout(fmt) if fmt and formats.kind(fmt) == "kto" else None
 
     def __call__(self, obj: dict, lineno: int) -> tuple[int, int]:
-        if self.marker not in obj or (self.fmt == "alpaca" and formats.detect(obj) != "alpaca"):
-            row_fmt = formats.detect(obj)
-            if row_fmt != self.fmt:
-                if self.fmt is None and row_fmt is not None:
-                    self.fmt = self.summary.fmt = row_fmt
-                    self.check = formats.CHECKS[row_fmt]
-                    self.marker = formats.MARKERS[row_fmt][0]
-                elif row_fmt is None:
-                    raise BadRow("unknown_format", "no `instruction`/`output` (alpaca), `conversations` (sharegpt) or `messages` key")
-                else:
-                    self.summary.other_formats[row_fmt] += 1
-                    why = f"FORMAT={self.fmt}" if self.explicit else f"most of the file is {self.fmt}"
-                    raise BadRow("mixed_format", f"this row is {row_fmt}, {why}")
+        row_fmt = formats.detect(obj)
+        if row_fmt != self.fmt:
+            if self.fmt is None and row_fmt is not None:
+                self.fmt = self.summary.fmt = row_fmt
+                self.check = formats.CHECKS[row_fmt]
+                self.kto_layout = formats.layout(row_fmt) if formats.kind(row_fmt) == "kto" else None
+            elif row_fmt is None:
+                raise BadRow("unknown_format", "no `instruction`/`output` (alpaca), `conversations` (sharegpt), "
+                                               "`messages` or `text` key")
+            elif row_fmt == self.kto_layout:
+                pass  # a row of a KTO set without a boolean label: the KTO check says what is wrong with it
+            else:
+                self.summary.other_formats[row_fmt] += 1
+                why = f"FORMAT={self.fmt}" if self.explicit else f"most of the file is {self.fmt}"
+                raise BadRow("mixed_format", f"this row is {row_fmt}, {why}")
         return self.check(obj, self.columns, lineno, self.seen)

@@ -11,7 +11,7 @@ from typing import Any
 from . import formats
 from .formats import BadRow
 from .options import Options
-from .reader import CHUNK, array_rows
+from .reader import CHUNK, array_rows, bounded_lines
 from .rowformat import Rows
 from .stats import EXACT_BELOW
 from .summary import Summary
@@ -66,8 +66,12 @@ class Pass:
             self.reject_write(json.dumps(record).encode("ascii") + b"\n")
 
     def tokens(self, obj: dict) -> None:
-        system, turns = formats.TURNS[self.rows.fmt](obj)
-        n = self.counter.count(system, turns)
+        if self.rows.fmt == "text":
+            self.count(self.counter.count_text(obj["text"]))
+        else:
+            self.count(self.counter.count(*formats.TURNS[self.rows.fmt](obj)))
+
+    def count(self, n: int) -> None:
         self.summary.tokens.add(n)
         if self.opts.cutoff_len and n > self.opts.cutoff_len:
             self.summary.over_cutoff += 1
@@ -150,7 +154,7 @@ class Pass:
                         line = text[:end].encode() + b"\n"
                         s.normalized += 1
                 if type(obj) is not dict:
-                    raise BadRow("not_an_object", f"the line is a JSON {formats._type_name(obj)}, not an object")
+                    raise BadRow("not_an_object", f"the line is a JSON {formats.type_name(obj)}, not an object")
                 if esc in line and suspect(line):
                     bad = formats.bad_strings(obj)
                     if bad == "nul_byte":
@@ -186,7 +190,7 @@ class Pass:
                 bar[0].update(bar[1], completed=min(fh.tell(), total))
             try:
                 if type(obj) is not dict:
-                    raise BadRow("not_an_object", f"the element is a JSON {formats._type_name(obj)}, not an object")
+                    raise BadRow("not_an_object", f"the element is a JSON {formats.type_name(obj)}, not an object")
                 bad = formats.bad_strings(obj)
                 if bad == "nul_byte":
                     raise BadRow("nul_byte", "a string holds \\u0000")
@@ -205,3 +209,46 @@ class Pass:
             if self.counter is not None:
                 self.tokens(obj)
         s.rows, s.kept = index, kept
+
+    def text_lines(self, fh, bar) -> None:
+        """A .txt file: one document per line, each kept line written as a JSONL row {"text": ...}; blank
+        lines are skipped (they separate documents, they are none)."""
+        s = self.summary
+        limit = self.opts.max_line_bytes
+        self.go_dirty(0)
+        kept = blank = n = lineno = offset = 0
+        for line, size in bounded_lines(fh, limit):
+            lineno += 1
+            here = offset
+            offset += size
+            if not lineno & 0xFFF and bar is not None:
+                bar[0].update(bar[1], completed=offset)
+            if line is None:
+                n += 1
+                self.reject(lineno, here, "line_too_long", f"{size:,} bytes, over the {limit / (1 << 20):g} MB limit (--max-line-mb)", None, size)
+                continue
+            body = line.rstrip(b"\r\n")
+            if lineno == 1 and body.startswith(b"\xef\xbb\xbf"):
+                body = body[3:]
+            if not body.strip():
+                blank += 1
+                continue
+            n += 1
+            try:
+                if NUL in body:
+                    raise BadRow("nul_byte", f"raw NUL byte at byte {body.index(NUL) + 1}")
+                try:
+                    doc = body.decode()
+                except UnicodeDecodeError as exc:
+                    raise BadRow("invalid_utf8", f"byte {exc.start + 1} (0x{body[exc.start]:02x}) is not UTF-8") from None
+            except BadRow as bad:
+                self.reject(lineno, here, bad.reason, bad.detail, line)
+                continue
+            if self.write is not None:
+                self.write(json.dumps({"text": doc}, ensure_ascii=False).encode("utf-8") + b"\n")
+            kept += 1
+            s.turns.add(1)
+            s.chars.add(len(doc))
+            if self.counter is not None:
+                self.count(self.counter.count_text(doc))
+        s.rows, s.kept, s.blank_lines = n, kept, blank

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..stages import STAGE_OF_KIND
+from . import formats
 from .files import rel
 from .stats import Histogram
 
@@ -30,6 +32,8 @@ class Summary:
     cutoff_len: int | None = None
     recipe: str | None = None
     seen_columns: set = field(default_factory=set)
+    labels: Counter = field(default_factory=Counter)  # KTO rows kept, by label
+    set_problem: str | None = None  # what makes the kept rows as a whole unusable (a KTO set of one label)
     normalized: int = 0  # lines written differently from how they came (CRLF, BOM, array element)
     output: Path | None = None
     in_place: bool = False
@@ -47,7 +51,9 @@ class Summary:
 def report(summary: Summary) -> list[str]:
     s = summary
     out = []
-    what = f"{s.fmt}" if s.fmt else "format unknown"
+    what = s.fmt or "format unknown"
+    if s.fmt and formats.kind(s.fmt) != "sft":
+        what += f", for `stage: {STAGE_OF_KIND[formats.kind(s.fmt)]}`"
     out.append(f"{rel(s.source)}: {s.rows:,} rows read, {s.kept:,} kept, {s.n_rejected:,} rejected ({what})"
                + (f", {s.blank_lines:,} blank lines skipped" if s.blank_lines else ""))
     if s.rejected:
@@ -58,15 +64,22 @@ def report(summary: Summary) -> list[str]:
         fmts = ", ".join(f"{n:,} {f}" for f, n in s.other_formats.most_common())
         out.append(f"  note: {fmts} rows are in another format than {s.fmt}: split them into their own file and "
                    f"register it with its own NAME= (they are in the rejects)")
+    text = s.fmt == "text"
     if s.kept:
-        out.append(f"  turns per row:      {s.turns.line()}")
+        if not text:
+            out.append(f"  turns per row:      {s.turns.line()}")
         out.append(f"  characters per row: {s.chars.line()}")
+    if s.labels:
+        out.append(f"  labels:             {s.labels[True]:,} desirable (true), {s.labels[False]:,} undesirable (false)")
+        out += _kto_weights(s.labels[True], s.labels[False])
+    if s.set_problem:
+        out.append(f"error: {s.set_problem}")
     if s.tokens is not None and s.kept:
         out.append(f"  tokens per row:     {s.tokens.line()}   ({s.token_how})")
         if s.cutoff_len:
             pct = 100.0 * s.over_cutoff / s.kept
             out.append(f"  {s.over_cutoff:,} rows ({pct:.1f}%) exceed cutoff_len {s.cutoff_len:,}"
-                       + (f" of recipe {s.recipe}" if s.recipe else "") + (": they will be truncated" if s.over_cutoff else ""))
+                       + (f" of recipe {s.recipe}" if s.recipe else "") + (_over(text) if s.over_cutoff else ""))
     rate = s.rows / s.seconds if s.seconds > 0 else 0
     out.append(f"  {s.seconds:.1f} s, {rate:,.0f} rows/s")
     if s.rejects_path:
@@ -75,6 +88,26 @@ def report(summary: Summary) -> list[str]:
         how = "registered in place (already clean)" if s.in_place else "written"
         out.append(f"data:    {rel(s.output)} ({how})")
     if s.registry_path:
-        out.append(f"registered `{s.name}` in {rel(s.registry_path)} (formatting {s.entry['formatting']}): "
-                   f"train on it with SET=\"dataset={s.name}\"")
+        stage = STAGE_OF_KIND[formats.kind(s.fmt)]
+        how = f"formatting {s.entry['formatting']}" if "formatting" in s.entry else "plain text"
+        out.append(f"registered `{s.name}` in {rel(s.registry_path)} ({how}"
+                   + (", ranking" if s.entry.get("ranking") else "") + f"): train on it with SET=\"dataset={s.name}\""
+                   + ("" if stage == "sft" else f" on a `stage: {stage}` recipe"))
     return out
+
+
+def _over(text: str) -> str:
+    if text:
+        return ": packed (`packing`, the pt default) they continue in the next block; unpacked they are truncated"
+    return ": they will be truncated"
+
+
+def _kto_weights(desirable: int, undesirable: int) -> list[str]:
+    """TRL's KTO rule (trl/trainer/kto_trainer.py): desirable x its weight over undesirable x its weight
+    within [1, 4/3]; outside it, the weight of the desirable loss that brings it back (the recipe's
+    `kto_chosen_weight`, with `kto_rejected_weight` 1)."""
+    if not desirable or not undesirable or 1 <= desirable / undesirable <= 4 / 3:
+        return []
+    low, high = undesirable / desirable, 4 / 3 * undesirable / desirable
+    return [f"  note: {desirable / undesirable:.2f} desirable rows per undesirable one: with kto_rejected_weight 1, "
+            f"set kto_chosen_weight between {low:.2f} and {high:.2f} (desirable x weight over undesirable in [1, 4/3])"]

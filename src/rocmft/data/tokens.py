@@ -2,7 +2,8 @@
 
 With LLaMA-Factory installed and the recipe naming a `template`, a row is encoded by that template
 exactly as LLaMA-Factory's supervised preprocessing does before it truncates to `cutoff_len`, so
-"exceeds cutoff_len" here means "will be truncated". Without it, the turns are joined with newlines
+"exceeds cutoff_len" here means "will be truncated" (a pair counts its longer answer; a pretraining
+document is its text plus EOS). Without it, the turns are joined with newlines
 and tokenized as plain text (a lower bound: the chat markup is not counted).
 """
 
@@ -51,3 +52,7 @@ class TokenCounter:
             return sum(len(a) + len(b) for a, b in pairs) + (1 if self.template.efficient_eos else 0)
         text = "\n".join(([system] if system else []) + [content for _, content in turns])
         return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def count_text(self, document: str) -> int:
+        """A pretraining document as LLaMA-Factory's `pt` preprocessing tokenizes it: the text, then EOS."""
+        return len(self.tokenizer(document, add_special_tokens=False)["input_ids"]) + 1

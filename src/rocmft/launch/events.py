@@ -1,9 +1,12 @@
 """The progress events a run leaves in `<run dir>/progress.jsonl`, read back: followed live, summarized at the end.
 
 Written by rank 0 of the job (rocmft.callbacks.progress, .stop), one JSON object per line:
-  {"event": "begin", "time", "max_steps", "start_step", "world_size", "resumed_from", "attempt", "restart", "host"}
+  {"event": "begin", "time", "max_steps", "start_step", "world_size", "resumed_from", "attempt", "restart", "host",
+   "stage"}
   {"event": "step", "time", "step", "max_steps", "epoch", "loss", "grad_norm", "learning_rate",
    "tokens_seen", "tokens_per_s_per_gpu", "elapsed_s", "eta_s"}          one per logged training step
+     + for dpo/kto: "reward_accuracy", "reward_margin", "reward_chosen", "reward_rejected", "logp_chosen",
+       "logp_rejected", "kl" (those the stage logs; rocmft.stages)
   {"event": "stop", "time", "step", "max_steps", "signal", "checkpoint"}  stopped by a signal, checkpoint saved
   {"event": "end", "time", "step", "max_steps", "elapsed_s", "peak_memory_gib", "memory_kind", "memory_scope"}
 Non-finite numbers are written as the strings "nan", "inf", "-inf" (strict JSON readers stay happy).
@@ -21,13 +24,15 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import stages
+
 EVENTS_FILE = "progress.jsonl"
 NUMBERS = ("loss", "grad_norm", "learning_rate", "epoch", "tokens_per_s_per_gpu", "elapsed_s", "eta_s",
-           "peak_memory_gib", "time")
+           "peak_memory_gib", "time", *stages.SIGNALS)
 
 
 def path(run_dir: Path | str) -> Path:
@@ -137,6 +142,9 @@ class Totals:
     memory_kind: str | None  # "gpu" (allocated on the device) or "rss" (CPU processes)
     memory_scope: str | None
     train_s: float | None
+    stage: str | None = None
+    # the stage's own figures: key -> (first logged value, mean of the last logged steps)
+    signals: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
 
 def mean_rate(step_events: list[dict[str, Any]], world_size: int) -> float | None:
@@ -187,6 +195,9 @@ def totals(events: list[dict[str, Any]]) -> Totals:
         memory_kind=end.get("memory_kind"),
         memory_scope=end.get("memory_scope"),
         train_s=float(elapsed) if elapsed is not None else None,
+        stage=begin.get("stage"),
+        signals={key: (stages.first(step_events, key), stages.tail_mean(step_events, key))
+                 for key in stages.SIGNALS if any(key in e for e in step_events)},
     )
 
 
@@ -215,12 +226,15 @@ def clock(seconds: float | None) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def step_fields(event: dict[str, Any], *, brief: bool = False, eta_s: float | None = None) -> list[str]:
+def step_fields(event: dict[str, Any], *, brief: bool = False, eta_s: float | None = None,
+                stage: str | None = None) -> list[str]:
     """A step's figures as a person reads them; `brief` (the live line) leaves out grad norm and lr, `eta_s`
-    replaces the event's ETA (the live line counts it down between events)."""
+    replaces the event's ETA (the live line counts it down between events); a `stage` with signals of its
+    own (dpo: reward accuracy and margin, kto: KL and margin) shows them after the loss."""
     parts = []
     if event.get("loss") is not None:
         parts.append(f"loss {event['loss']:.4f}")
+    parts += stages.fields(event, stage)
     if not brief and event.get("grad_norm") is not None:
         parts.append(f"grad_norm {event['grad_norm']:.3g}")
     if not brief and event.get("learning_rate") is not None:
@@ -233,6 +247,6 @@ def step_fields(event: dict[str, Any], *, brief: bool = False, eta_s: float | No
     return parts
 
 
-def step_line(event: dict[str, Any]) -> str:
+def step_line(event: dict[str, Any], stage: str | None = None) -> str:
     """One logged step as a person reads it: `step 3/12  loss 6.7091  1,234 tok/s/GPU  ETA 0:00:02`."""
-    return "  ".join([f"step {event.get('step', '?')}/{event.get('max_steps', '?')}", *step_fields(event)])
+    return "  ".join([f"step {event.get('step', '?')}/{event.get('max_steps', '?')}", *step_fields(event, stage=stage)])

@@ -31,8 +31,32 @@ def memory_text(t: events.Totals) -> str | None:
 def facts(run_dir: Path) -> dict[str, Any]:
     """What status.json keeps of the events, for `make runs` without re-reading them."""
     t = events.totals(events.read(run_dir))
-    return {"steps": t.last_step, "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
-            "final_loss": t.last_loss[1] if t.last_loss else None}
+    found = {"steps": t.last_step, "tokens_per_s_per_gpu": t.tokens_per_s_per_gpu,
+             "final_loss": t.last_loss[1] if t.last_loss else None}
+    if "reward_accuracy" in t.signals:
+        found["reward_accuracy"] = t.signals["reward_accuracy"][1]
+    return found
+
+
+def _change(t: events.Totals, key: str, form: str) -> str | None:
+    first, last = t.signals.get(key, (None, None))
+    if first is None or last is None:
+        return None
+    return f"{form.format(first)} -> {form.format(last)}"
+
+
+def stage_lines(t: events.Totals) -> list[str]:
+    """A preference or KTO run's own signals, first logged step -> mean of the last logged steps."""
+    tail = f"(step {t.first_loss[0]} -> mean of the last {min(3, t.steps_logged)} logged steps)" if t.first_loss else ""
+    if t.stage == "dpo":
+        parts = [f"accuracy {x}" for x in [_change(t, "reward_accuracy", "{:.2f}")] if x]
+        parts += [f"margin {x}" for x in [_change(t, "reward_margin", "{:+.3f}")] if x]
+        return [f"[rocmft] rewards    {', '.join(parts)} {tail}"] if parts else []
+    if t.stage == "kto":
+        parts = [f"kl {x}" for x in [_change(t, "kl", "{:.3f}")] if x]
+        parts += [f"reward margin {x}" for x in [_change(t, "reward_margin", "{:+.3f}")] if x]
+        return [f"[rocmft] kto        {', '.join(parts)} {tail}"] if parts else []
+    return []
 
 
 def done_lines(run_dir: Path, status: dict[str, Any]) -> list[str]:
@@ -42,10 +66,12 @@ def done_lines(run_dir: Path, status: dict[str, Any]) -> list[str]:
     out = [f"[rocmft] done: {rel} ({events.clock(duration)})"]
     if t.last_step is not None:
         training = f" (training {events.clock(t.train_s)})" if t.train_s is not None else ""
-        out.append(f"[rocmft] steps      {t.last_step}/{t.max_steps or '?'}{training}")
+        stage = f", stage {t.stage}" if t.stage and t.stage != "sft" else ""
+        out.append(f"[rocmft] steps      {t.last_step}/{t.max_steps or '?'}{training}{stage}")
     if t.first_loss and t.last_loss:
         out.append(f"[rocmft] loss       {t.first_loss[1]:.4f} (step {t.first_loss[0]}) -> "
                    f"{t.last_loss[1]:.4f} (step {t.last_loss[0]})")
+    out += stage_lines(t)
     if t.tokens_per_s_per_gpu:
         out.append(f"[rocmft] tokens/s   {t.tokens_per_s_per_gpu:,.0f} per GPU (mean over the logged steps)")
     memory = memory_text(t)

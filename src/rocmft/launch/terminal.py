@@ -1,10 +1,10 @@
 """The terminal while a job runs: lines printed once, and on a TTY one live progress line redrawn in place.
 
 On a TTY (a person watching): the project's lines scroll above a single rich line with step/total, a bar,
-loss, tokens/s per GPU and ETA, redrawn on every event and twice a second (so the ETA counts down while a
-long step runs). Not a TTY (CI, `| tee`, a file): one plain line per logged step, never a
-carriage return. With VERBOSE the job's raw output streams too, so there is no live line to tear apart:
-steps are plain lines between whole lines of output.
+loss (and a DPO/KTO run's reward accuracy, margin or KL), tokens/s per GPU and ETA, redrawn on every event
+and twice a second (so the ETA counts down while a long step runs). Not a TTY (CI, `| tee`, a file): one
+plain line per logged step, never a carriage return. With VERBOSE the job's raw output streams too, so there
+is no live line to tear apart: steps are plain lines between whole lines of output.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any, TextIO
 
+from .. import stages
 from . import events
 
 PREFIX = "[rocmft] "
@@ -25,6 +26,7 @@ class Display:
         wants_live = _isatty(out) if live is None else live
         self.live = bool(wants_live) and not verbose
         self.last: dict[str, Any] | None = None
+        self.stage: str | None = None  # from the job's begin event: a dpo/kto line shows the stage's signals
         self.last_at = 0.0
         self._line_start = True
         self.started = time.monotonic()
@@ -66,13 +68,15 @@ class Display:
                 self.out.flush()
 
     def event(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "begin":
+            self.stage = event.get("stage")
         if event.get("event") != "step":
             return
         self.last, self.last_at = event, time.monotonic()
         if self._live is not None:
             self._live.refresh()
         else:
-            self.line(PREFIX + events.step_line(event))
+            self.line(PREFIX + events.step_line(event, self.stage))
 
     def close(self) -> None:
         if self._live is not None:
@@ -87,16 +91,20 @@ class Display:
         return Text(self.live_text(time.monotonic()), no_wrap=True, overflow="ellipsis")
 
     def live_text(self, now: float, width: int = 12) -> str:
-        """Fits 80 columns. The ETA counts down between events, so the line moves while a long step runs."""
+        """Fits 80 columns (100 with a stage's own signals, drawn with a shorter bar). The ETA counts down
+        between events, so the line moves while a long step runs."""
         e = self.last
         if e is None:
             return f"{PREFIX}starting: model, data and processes ({events.clock(now - self.started)})"
+        if stages.SHOWN.get(self.stage or ""):
+            width = min(width, 6)
         step, total = int(e.get("step") or 0), int(e.get("max_steps") or 0)
         filled = min(width, int(width * step / total)) if total else 0
         bar = "━" * filled + ("╺" + "─" * (width - filled - 1) if filled < width else "")
         eta = e.get("eta_s")
         left = None if eta is None else max(0.0, eta - (now - self.last_at))
-        return "  ".join([f"{PREFIX}step {step}/{total or '?'} {bar}", *events.step_fields(e, brief=True, eta_s=left)])
+        return "  ".join([f"{PREFIX}step {step}/{total or '?'} {bar}",
+                          *events.step_fields(e, brief=True, eta_s=left, stage=self.stage)])
 
 
 def _isatty(out: TextIO) -> bool:

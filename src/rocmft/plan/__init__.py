@@ -77,12 +77,14 @@ def check(recipe: Recipe, *, steps: int | None = None, strict: bool = False) -> 
 def with_lengths(w: Workload, lf, data: dataset.DatasetSize) -> tuple[Workload, str]:
     """The workload with its rows' token counts, and a line saying where they came from (or why there are none)."""
     if w.avg_tokens:
-        rows = data.rows or 1000
+        rows = (data.rows or 1000) * w.sequences_per_sample  # a DPO pair is two sequences
         found = lengths.Lengths(data.names, (w.avg_tokens,) * rows, f"plan.avg_tokens={w.avg_tokens} for every row")
     else:
         found = lengths.read(lf)
     if isinstance(found, str):
         return w, (f"row lengths unknown ({found}): every row counted at cutoff_len {w.cutoff_len}, an upper "
                    "bound on real tokens/s (set plan.avg_tokens for a closer figure)")
-    return replace(w, lengths=found), (f"row lengths: {len(found.tokens):,} rows of {','.join(found.names)}, "
+    n = len(found.tokens)
+    rows = f"{n:,} sequences ({n // 2:,} pairs)" if w.sequences_per_sample > 1 else f"{n:,} rows"
+    return replace(w, lengths=found), (f"row lengths: {rows} of {','.join(found.names)}, "
                                        f"mean {found.mean:.0f} tokens, by {found.how}")

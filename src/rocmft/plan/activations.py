@@ -125,7 +125,7 @@ def activations_gib(w: Workload) -> float:
     tokens = w.tokens_per_micro_batch
     per_layer = tokens * layer_activation_bytes(w)
     if not fused_attention(w):
-        per_layer += w.micro_batch * m.num_attention_heads * w.cutoff_len ** 2 * (4 + a)
+        per_layer += w.micro_batch * w.sequences_per_sample * m.num_attention_heads * w.cutoff_len ** 2 * (4 + a)
     layers = saved_layers(w)
     if w.gradient_checkpointing:
         total = layers * tokens * a * m.hidden_size + 2 * per_layer
@@ -144,7 +144,29 @@ def logits_gib(w: Workload) -> float:
     12.0 (14.0 when the caller keeps the outputs through backward, which the Trainer does not):
     tests/unit/plan/test_plan_activations_measured.py. 11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
     tokens = w.tokens_per_micro_batch
-    if liger_applies(w):
+    if fused_loss(w):
         # Liger's fused linear cross-entropy computes the loss in chunks and never holds the full logits.
         return tokens * w.model.hidden_size * 8 / GIB
     return tokens * w.model.vocab_size * LOGITS_BYTES_PER_ENTRY / GIB
+
+
+def fused_loss(w: Workload) -> bool:
+    """Liger's fused cross-entropy replaces the logits of the causal-LM loss only: DPO and KTO pop the labels and
+    take the full logits to compute their log-probabilities themselves (train/dpo/trainer.py concatenated_forward)."""
+    return liger_applies(w) and w.stage in ("sft", "pt")
+
+
+# Of the logits' bytes per entry, the forward holds 10 (bf16 logits, their fp32 copy, the fp32 log-softmax);
+# backward's peak is the LOGITS_BYTES_PER_ENTRY counted for the policy.
+LOGITS_FORWARD_BYTES = 10
+
+
+def reference_logits_gib(w: Workload) -> float:
+    """The forwards without gradients (DPO's reference; KTO's KL estimate and reference) run after the policy's
+    forward, which still holds its logits: each makes the same 10 bytes per entry for its own batch, transiently
+    (get_batch_logps: the fp32 logits and their log-softmax). At that moment the logits take 10 + 10 bytes per
+    entry, 20 - LOGITS_BYTES_PER_ENTRY (8) more than counted for the policy's (its backward peak)."""
+    if not w.extra_forwards:
+        return 0.0
+    extra = 2 * LOGITS_FORWARD_BYTES - LOGITS_BYTES_PER_ENTRY
+    return w.tokens_per_micro_batch * w.model.vocab_size * extra / GIB

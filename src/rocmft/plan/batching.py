@@ -12,6 +12,9 @@
   it does not skip) and attention spans cutoff_len. With flash_attention_2 and neat_packing the collator
   cuts the padding off (SFTDataCollatorWith4DAttentionMask._unpad_packed_features) and the varlen kernel
   attends within each sample: computed = real tokens, attention spans each sample's own length.
+- Pretraining packed (`stage: pt`, packing on by default): no knapsack. The documents, each with its EOS, are
+  concatenated and cut into blocks of cutoff_len - 1 tokens, the tail shorter than a block dropped
+  (data/processor/pretrain.py): every row is full, and a text shorter than one block gives no row at all.
 """
 
 from __future__ import annotations
@@ -72,6 +75,15 @@ def expected_max(sorted_lengths: tuple[int, ...], b: int) -> float:
 
 def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
+
+
+@lru_cache(maxsize=256)
+def blocks(lengths: Lengths, micro_batch: int, cutoff_len: int) -> Batching:
+    """Pretraining's packing: full blocks of cutoff_len - 1 tokens, no padding; the tail is not trained."""
+    block = cutoff_len - 1
+    rows = sum(lengths.tokens) // block
+    full = float(micro_batch * block)
+    return Batching("blocks", rows, full, full, micro_batch * cutoff_len, float(block), 0, rows * block)
 
 
 @lru_cache(maxsize=256)

@@ -15,6 +15,8 @@ The chat template's markup is added per message: for llama3 and qwen, the string
 begin-of-text token and qwen's default system prompt for a row without one; ~5 tokens per message otherwise.
 Each message's text is encoded on its own, as the template does. Hub datasets and binary files are not opened: the plan falls back to every row
 at cutoff_len and says so.
+A preference pair (`ranking: true`) is two sequences, the prompt with its chosen answer and with its rejected
+one: two lengths. Pretraining (`stage: pt`) reads documents without chat markup, each followed by EOS.
 """
 
 from __future__ import annotations
@@ -79,6 +81,17 @@ def _sharegpt(row: Mapping[str, Any], cols: Mapping[str, str], tags: Mapping[str
     if isinstance(system, str) and system:
         texts.append(system)
     return texts, len(turns) + (1 if isinstance(system, str) and system else 0), has_system
+
+
+def _answers(row: Mapping[str, Any], cols: Mapping[str, str], tags: Mapping[str, str], sharegpt: bool) -> list[str]:
+    """A pair's chosen and rejected texts (strings in alpaca, one turn each in sharegpt)."""
+    found = []
+    for key in ("chosen", "rejected"):
+        value = row.get(cols.get(key, key))
+        if sharegpt and isinstance(value, dict):
+            value = value.get(tags.get("content_tag", "value"))
+        found.append(value if isinstance(value, str) else "")
+    return found
 
 
 def _rows(path: Path) -> Iterator[Any]:
@@ -171,6 +184,8 @@ def read(lf: Mapping[str, Any]) -> Lengths | None | str:
         system_tokens = system + count([message.format(role="system")])[0] if default_system else 0
     else:
         per_row, per_message, system_tokens = 1, MARKUP_PER_MESSAGE, 0
+    if str(lf.get("stage") or "sft") == "pt":
+        per_row, per_message, system_tokens = 1, 0, 0  # the document and its EOS (data/processor/pretrain.py)
     max_samples = lf.get("max_samples")
     tokens: list[int] = []
     notes: list[str] = []
@@ -183,15 +198,22 @@ def read(lf: Mapping[str, Any]) -> Lengths | None | str:
         cols, tags = entry.get("columns") or {}, entry.get("tags") or {}
         sharegpt = entry.get("formatting", "alpaca") == "sharegpt"
         texts, owner, markup = [], [], []
+        rows = 0
         try:
             for row in _rows(folder / str(entry["file_name"])):
                 if not isinstance(row, dict):
                     continue
                 parts, messages, has_system = _sharegpt(row, cols, tags) if sharegpt else _alpaca(row, cols)
-                texts += parts
-                owner += [len(markup)] * len(parts)
-                markup.append(per_row + per_message * messages + (0 if has_system else system_tokens))
-                if isinstance(max_samples, int) and 0 < max_samples <= len(markup):
+                # a pair: the prompt once with each answer (its alpaca `output` column is none: no text counted)
+                sequences = [parts + [a] for a in _answers(row, cols, tags, sharegpt)] if entry.get("ranking") else [parts]
+                for seq in sequences:
+                    texts += seq
+                    owner += [len(markup)] * len(seq)
+                    # sharegpt counted the prompt's turns; alpaca's two messages already hold the answer's
+                    answer = len(seq) - len(parts) if sharegpt else 0
+                    markup.append(per_row + per_message * (messages + answer) + (0 if has_system else system_tokens))
+                rows += 1
+                if isinstance(max_samples, int) and 0 < max_samples <= rows:
                     notes.append(f"`{name}` capped at max_samples={max_samples}")
                     break
         except (OSError, ValueError) as exc:

@@ -205,6 +205,22 @@ def frozen_bytes(w: Workload) -> tuple[float, float]:
 
 # ---------------------------------------------------------------- the plan
 
+def _reference(w: Workload, b16: int, part3: int) -> list[Component]:
+    """What preference training holds beside the policy: a frozen copy of the model as DPO's or KTO's
+    reference when the policy is not a LoRA adapter (LLaMA-Factory's create_ref_model loads one in the compute
+    dtype; TRL's prepare_deepspeed shards it like the policy under ZeRO-3 and keeps it whole otherwise),
+    and the logits of the forwards without gradients (activations.reference_logits_gib)."""
+    out = []
+    if w.reference == "copy" and not w.offload_params:  # with offload_param its weights stream in as the policy's
+        out.append(Component("reference", f"reference model (a frozen copy, {w.precision}{', 1/' + str(part3) if part3 > 1 else ''})",
+                             w.model.total_params * b16 / part3 / GIB, "persistent"))
+    if w.extra_forwards:
+        what = "the reference's" if w.stage == "dpo" else "the KL estimate's and the reference's"
+        out.append(Component("reference_logits", f"{what} logits, no gradients (while the policy's are held)",
+                             act.reference_logits_gib(w), "fwd_bwd"))
+    return out
+
+
 def _fmt_params(n: float) -> str:
     if n >= 1e9:
         return f"{n / 1e9:.2f} B"
@@ -300,7 +316,9 @@ def estimate(w: Workload) -> MemoryPlan:
     gc = "gradient checkpointing" if w.gradient_checkpointing else "no gradient checkpointing"
     attn = "fused attention" if act.fused_attention(w) else "eager attention: seq^2 scores"
     extra = ", Liger norms/SwiGLU" if act.liger_applies(w) else ""
-    comps.append(Component("activations", f"activations ({w.micro_batch} x {w.cutoff_len} tokens, {gc}, {attn}{extra})",
+    batch = (f"{w.micro_batch} pair{'s' if w.micro_batch > 1 else ''} = {w.micro_batch * 2} sequences"
+             if w.sequences_per_sample > 1 else str(w.micro_batch))
+    comps.append(Component("activations", f"activations ({batch} x {w.cutoff_len} tokens, {gc}, {attn}{extra})",
                            act.activations_gib(w), "fwd_bwd"))
     if w.packing == "neat_packing" and w.attention != "fa2":
         # SFTDataCollatorWith4DAttentionMask: a (b, 1, s, s) block-diagonal mask in the compute dtype (SDPA/eager)
@@ -310,10 +328,12 @@ def estimate(w: Workload) -> MemoryPlan:
         dropout = (f"dropout {w.lora_dropout:g}: " + ("fused, a 1-byte mask" if w.is_gpu else "unfused, a noise tensor")
                    + " + lora_A's copy of its input") if w.lora_dropout > 0 else "no dropout"
         notes.append(f"LoRA activations modelled as on a {act.lora_device(w)} ({dropout}; included above)")
-    chunked = act.liger_applies(w)
-    comps.append(Component("logits", f"logits + loss ({m.vocab_size:,} vocab, "
+    chunked = act.fused_loss(w)
+    seqs = f"{w.micro_batch * w.sequences_per_sample} sequences: chosen + rejected, " if w.sequences_per_sample > 1 else ""
+    comps.append(Component("logits", f"logits + loss ({seqs}{m.vocab_size:,} vocab, "
                            + ("Liger fused linear cross-entropy, chunked" if chunked else "fp32") + ")",
                            act.logits_gib(w), "fwd_bwd"))
+    comps += _reference(w, b16, part3)
     step_elems = 0.0 if offload else counts.trainable / part1
     step_label = "optimizer-step temporaries (fp32 grads/AdamW; after backward, not with activations)"
     if stage == 3 and step_elems > w.ds_sub_group_size:

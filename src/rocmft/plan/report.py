@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .. import arches, paths
 from . import memory as mem
 from . import suggest, throughput
+from .workload import Workload
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import PlanResult
@@ -136,10 +137,27 @@ def _header(result: PlanResult) -> list[str]:
     pct = f", {100 * trainable / m.total_params:.2f}% of the model" if w.method != "full" else ""
     ds = "no DeepSpeed" if w.deepspeed == "none" else f"DeepSpeed {w.deepspeed}"
     lines.append(f"  training  {method_text(result)} ({count(trainable)} trainable{pct}), {ds}, {w.precision}, "
-                 f"micro-batch {w.micro_batch} x {w.cutoff_len} tokens, accumulation {w.grad_accum} "
+                 f"micro-batch {micro_batch_text(w)} x {w.cutoff_len} tokens, accumulation {w.grad_accum} "
                  f"(global batch {w.global_batch}), checkpointing {'on' if w.gradient_checkpointing else 'off'}, "
                  f"attention {w.attention}")
+    if w.stage in ("dpo", "kto"):
+        lines.append(f"  stage     {stage_text(w)}")
     return lines
+
+
+def micro_batch_text(w: Workload) -> str:
+    if w.sequences_per_sample == 1:
+        return str(w.micro_batch)
+    return f"{w.micro_batch} pair{'s' if w.micro_batch > 1 else ''} = {w.micro_batch * 2} sequences"
+
+
+def stage_text(w: Workload) -> str:
+    """What a preference stage holds and runs beyond SFT (memory.py, throughput.py)."""
+    loss = f"{w.stage} ({w.pref_loss})" if w.stage == "dpo" else w.stage
+    reference = {"none": "no reference model", "adapter off": "reference = the model with the adapter off (no copy)",
+                 "copy": "reference = a frozen copy of the model"}[w.reference]
+    runs = {"dpo": "chosen + rejected per pair", "kto": "each answer + a KL sequence"}[w.stage]
+    return f"{loss}: {runs}, {reference}, {w.extra_forwards} forward(s) without gradients per sequence"
 
 
 def full(result: PlanResult) -> str:
@@ -217,7 +235,7 @@ def full(result: PlanResult) -> str:
 
 
 PACKING_TEXT = {"padded": "padded to the longest row", "packing": "packing (samples see each other)",
-                "neat_packing": "neat packing"}
+                "neat_packing": "neat packing", "blocks": "text cut into full blocks, documents see each other"}
 
 
 def batching_lines(result: PlanResult) -> list[str]:
@@ -229,8 +247,9 @@ def batching_lines(result: PlanResult) -> list[str]:
     if b is None:
         return lines
     fa2_cut = " (flash-attn: padding cut off)" if b.mode == "neat_packing" and w.attention == "fa2" else ""
+    rows = (f"{b.rows // 2:,} pairs ({b.rows:,} sequences)" if w.sequences_per_sample > 1 else f"{b.rows:,} rows")
     lines.append(f"  micro-batch ({PACKING_TEXT[b.mode]}): {b.real:,.0f} real tokens of {b.computed:,.0f} computed, "
-                 f"padding {b.padding:.0%}{fa2_cut}; {b.rows:,} rows per epoch"
+                 f"padding {b.padding:.0%}{fa2_cut}; {rows} per epoch"
                  + (f"; {b.truncated} rows over cutoff_len truncated" if b.truncated else ""))
     if b.mode == "padded" and w.stage == "sft":
         packed = throughput.batches(suggest._pack(w))
@@ -251,7 +270,9 @@ def summary(result: PlanResult) -> str:
     ds = "" if w.deepspeed == "none" else f", {w.deepspeed}"
     gc = "on" if w.gradient_checkpointing else "off"
     lines = [(f"plan {r.name}: {w.model.name.rsplit('/', 1)[-1]} {method_text(result)} on {w.world_size} x {w.arch}{ds}, "
-              f"{w.precision}, {w.micro_batch} x {w.cutoff_len} tokens, checkpointing {gc}")]
+              f"{w.precision}, {micro_batch_text(w)} x {w.cutoff_len} tokens, checkpointing {gc}")]
+    if w.stage in ("dpo", "kto"):
+        lines.append(f"  stage: {stage_text(w)}")
     top = sorted((c for c in plan.components if c.key != "reserve"), key=lambda c: -c.gib)[:3]
     rest = plan.total_gib - sum(c.gib for c in top)
     parts = ", ".join(f"{c.key} {c.gib:.1f}" for c in top) + f", other {rest:.1f}"

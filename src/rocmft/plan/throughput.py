@@ -8,6 +8,9 @@ linears + lm_head; d = heads x head_dim; s = cutoff_len):
 - LoRA backward: 2N (input gradients only: frozen weights get no weight gradient) + 8*L*d*s, plus 6 FLOPs per
   adapter parameter - why LoRA steps are ~25% cheaper than full ones (Hu et al. 2021, "LoRA", sec. 4.2);
 - freeze: backward through the trainable top layers and lm_head only.
+Preference stages count per trained sequence (DPO: a pair is two, chosen and rejected; the real tokens/s is
+of both, as the Trainer counts them) and add the forwards without gradients: DPO's reference over the same
+sequences (none for ORPO and SimPO), KTO's KL estimate and the reference over both (`Workload.extra_forwards`).
 These are model FLOPs: the utilisation (MFU) is counted without recomputed FLOPs, as the published anchors
 (PaLM's MFU, the arch table's sources) count it. tokens/s/GPU = MFU x peak / model FLOPs per token x the speed
 factors below; gradient checkpointing's extra forward (Chen et al. 2016, "Training Deep Nets with Sublinear
@@ -88,7 +91,10 @@ def batches(w: Workload) -> batching.Batching | None:
     """Real and computed tokens per micro-batch from the rows' lengths; None when they are unknown."""
     if w.lengths is None:
         return None
-    return batching.compute(w.lengths, w.micro_batch, w.cutoff_len, w.packing, w.attention)
+    if w.stage == "pt" and w.packing == "packing":
+        return batching.blocks(w.lengths, w.micro_batch, w.cutoff_len)
+    # a DPO row is a pair: its chosen and rejected sequences are two lengths (lengths.py), padded together
+    return batching.compute(w.lengths, w.micro_batch * w.sequences_per_sample, w.cutoff_len, w.packing, w.attention)
 
 
 def attention_span(w: Workload) -> float:
@@ -129,6 +135,9 @@ def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
             bwd = 2.0 * (n_layers + n_head) + 2.0 * k * n_layer + 2 * L * attn
             back_layers = L
         parts.append((f"backward through {back_layers} layer(s), weight gradients for {k}", bwd))
+    if w.extra_forwards:
+        what = "reference" if w.stage == "dpo" else "KL estimate + reference on both"
+        parts.append((f"{w.extra_forwards} forward(s) without gradients ({what})", w.extra_forwards * fwd))
     return sum(v for _, v in parts), tuple(parts)
 
 
@@ -150,7 +159,7 @@ def zero3_factor(w: Workload, flops: float | None = None) -> float:
     W = w.world_size
     share = (W - 1) / W
     b16 = 2 if w.precision in ("bf16", "fp16") else 4
-    gathered = w.model.total_params * b16 * 2 * share  # forward and backward all-gathers
+    gathered = w.model.total_params * b16 * (2 + w.extra_forwards) * share  # forward, backward (+ forwards w/o grad)
     reduced = param_counts(w).trainable * b16 * share  # gradient reduce-scatter
     gbps = (NODE_LINK_GBPS.get(w.arch_family, DEFAULT_NODE_LINK_GBPS) if w.nodes > 1
             else LINK_GBPS.get(w.arch_family, DEFAULT_LINK_GBPS))
@@ -208,6 +217,10 @@ def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) ->
     b = batches(w)
     real = b.real if b is not None else float(w.tokens_per_micro_batch)  # real tokens per micro-batch
     unit = "packed rows" if w.packing != "padded" else "samples"
+    if b is not None and b.mode == "blocks" and not b.rows:
+        notes.append(f"the text holds ~{sum(w.lengths.tokens):,} tokens, less than one block of cutoff_len - 1 = "
+                     f"{w.cutoff_len - 1:,}: LLaMA-Factory's pretraining drops a shorter tail, so nothing would "
+                     "train (more text, or a smaller cutoff_len)")
     if steps is not None or w.max_steps > 0:
         n_steps = steps if steps is not None else w.max_steps
         samples = float(n_steps * w.global_batch)
@@ -215,13 +228,13 @@ def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) ->
             f"max_steps={n_steps} of {w.global_batch} {unit}"
         tokens = n_steps * w.grad_accum * w.world_size * real
     elif data is not None and data.rows is not None:
-        rows = b.rows if b is not None else data.rows
+        rows = b.rows // w.sequences_per_sample if b is not None else data.rows  # DPO: pairs, not sequences
         per_epoch = max(math.ceil(rows / (w.micro_batch * w.world_size)) // w.grad_accum, 1)
         n_steps = math.ceil(w.epochs * per_epoch)
         samples = rows * w.epochs
         what = f"{w.epochs:g} epoch(s) of {','.join(data.names)} ({data.rows:,} rows" + (
             f" in {rows:,} packed rows of {w.cutoff_len}" if w.packing != "padded" and b is not None else "") + ")"
-        tokens = (b.epoch_tokens if b is not None else rows * w.cutoff_len) * w.epochs
+        tokens = (b.epoch_tokens if b is not None else rows * w.sequences_per_sample * w.cutoff_len) * w.epochs
     else:
         samples = tokens = 0.0
         n_steps = 0

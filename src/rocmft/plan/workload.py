@@ -74,7 +74,9 @@ class Workload:
     gradient_checkpointing: bool = True
     attention: str = "sdpa"  # fa2 | sdpa | auto | disabled (eager)
     liger: bool = False
-    stage: str = "sft"
+    stage: str = "sft"  # sft | pt | dpo | kto (rm and ppo are planned as sft)
+    pref_loss: str = "sigmoid"  # dpo: sigmoid (DPO) | orpo | simpo | ...
+    separate_reference: bool = False  # `ref_model` names a model of its own (loaded beside the policy)
     epochs: float = 3.0
     max_steps: int = -1
     mfu: tuple[float, float] = DEFAULT_MFU
@@ -118,8 +120,31 @@ class Workload:
         return self.deepspeed == "zero3-offload"
 
     @property
+    def sequences_per_sample(self) -> int:
+        """DPO's micro-batch of b pairs runs 2b sequences, chosen and rejected, concatenated (LLaMA-Factory's
+        PairwiseDataCollatorWithPadding; train/dpo/trainer.py concatenated_forward)."""
+        return 2 if self.stage == "dpo" else 1
+
+    @property
+    def reference(self) -> str:
+        """The reference model: none (ORPO, SimPO, SFT, PT), `adapter off` (LoRA: the same weights with the adapter
+        disabled, LLaMA-Factory's create_ref_model returns None for LoRA) or `copy` (a frozen second model)."""
+        uses = self.stage == "kto" or (self.stage == "dpo" and self.pref_loss not in ("orpo", "simpo"))
+        if not uses:
+            return "none"
+        return "copy" if self.method != "lora" or self.separate_reference else "adapter off"
+
+    @property
+    def extra_forwards(self) -> int:
+        """Forward passes without gradients per trained sequence: DPO's reference over the same sequences; KTO's
+        KL estimate (the policy on mismatched prompt/answer pairs) and the reference over both (train/kto/trainer.py)."""
+        if self.stage == "kto":
+            return 3
+        return 1 if self.reference != "none" else 0
+
+    @property
     def tokens_per_micro_batch(self) -> int:
-        return self.micro_batch * self.cutoff_len
+        return self.micro_batch * self.sequences_per_sample * self.cutoff_len
 
     @property
     def global_batch(self) -> int:
@@ -240,9 +265,9 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         problems.append(Problem(file, "llamafactory.quantization_bit", "quantized models train with LoRA only",
                                 "LLaMA-Factory refuses quantization with full or freeze fine-tuning"))
     stage = str(lf.get("stage", "sft"))
-    if stage not in ("sft", "pt"):
+    if stage not in ("sft", "pt", "dpo", "kto"):
         problems.append(Problem(file, "llamafactory.stage", f"stage `{stage}` is planned as sft",
-                                "the reference model and paired sequences of preference training are not modelled",
+                                "its value head and (ppo) generation and reward model are not modelled",
                                 severity="warning"))
 
     capacity = plan.get("gpu_memory_gb", arch.gpu_memory_gb)
@@ -276,8 +301,9 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     preset, ds_source = _ds_source(recipe)
     ds = _ds_settings(ds_source)
     flash = str(lf.get("flash_attn", arch.attention))
-    packing = ("neat_packing" if lf.get("neat_packing") else "packing" if lf.get("packing", stage == "pt")
-               else "padded")
+    # LLaMA-Factory packs only supervised and pretraining rows; pairs and KTO rows are always padded
+    packing = ("padded" if stage not in ("sft", "pt") else "neat_packing" if lf.get("neat_packing")
+               else "packing" if lf.get("packing", stage == "pt") else "padded")
     wl = Workload(
         recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,
@@ -296,6 +322,7 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         grad_accum=_int(lf, "gradient_accumulation_steps", file, problems),
         gradient_checkpointing=not bool(lf.get("disable_gradient_checkpointing", False)),
         attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), stage=stage,
+        pref_loss=str(lf.get("pref_loss") or "sigmoid"), separate_reference=bool(lf.get("ref_model")),
         epochs=float(epochs), max_steps=int(max_steps),
         mfu=_mfu(plan, arch, file, problems), mfu_source="plan.mfu" if "mfu" in plan else
         (f"docker/arches.yaml {arch.name}" if arch.mfu else "planner default"), avg_tokens=avg,

@@ -2,7 +2,8 @@
 
 - the template is the one the run trained with (`train.yaml`); a run without one is refused;
 - a LoRA run is its base model + `output/` (the adapter), or `merged/` when `make export` wrote it; a run
-  that stopped after a save but before the end gets its last checkpoint, with a note saying so;
+  that stopped after a save but before the end gets its last checkpoint, with a note saying so; a run started
+  FROM an earlier run's adapter (SFT, then DPO) loads that adapter first, then its own;
 - a full (or freeze) fine-tune's `output/` is the model itself;
 - arch and runtime are the run's own (status.json), so a GPU run is served in its arch's image.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .. import runs
+from .. import chain, runs
 from ..problems import Problem, ProblemReport
 
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
@@ -109,15 +110,18 @@ def load(run_dir: Path) -> Target:
             return Target(run_dir, run_path, run_dir.name, arch, trained_runtime, f"{run_path}/merged", None,
                           str(template), "merged", carried, ())
         model = str(train.get("model_name_or_path") or "")
+        # A run started FROM an earlier run's adapter trained its own on top of that one, merged: both load, in order.
+        below = chain.upstream_adapters(train)
         if _has_adapter(output):
-            return Target(run_dir, run_path, run_dir.name, arch, trained_runtime, model, f"{run_path}/output",
-                          str(template), "adapter", carried, ())
+            return Target(run_dir, run_path, run_dir.name, arch, trained_runtime, model,
+                          ",".join([*below, f"{run_path}/output"]), str(template), "adapter", carried, ())
         saved = next((c for c in latest if _has_adapter(c)), None)
         if saved is not None:
             notes.append(Problem("", "RUN", f"{run_path} ended {state} before its final save: using its last "
                                  f"checkpoint, {saved.name}", severity="note"))
             return Target(run_dir, run_path, run_dir.name, arch, trained_runtime, model,
-                          f"{run_path}/output/{saved.name}", str(template), "checkpoint", carried, tuple(notes))
+                          ",".join([*below, f"{run_path}/output/{saved.name}"]), str(template), "checkpoint",
+                          carried, tuple(notes))
         raise ProblemReport([_nothing_saved(run_path, state, "adapter", train)])
 
     if _has_model(output):

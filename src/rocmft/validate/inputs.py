@@ -1,6 +1,9 @@
-"""What a run reads must exist before any process starts: the model and every dataset it names.
+"""What a run reads must exist before any process starts: the model and every dataset it names, each dataset
+of the kind the recipe's `stage` trains on.
 
-LLaMA-Factory finds out minutes later, after the launch, on every rank. Pure file checks, no imports.
+LLaMA-Factory finds out minutes later, after the launch, on every rank, or not at all: an SFT set under
+`stage: kto` loses every row in preprocessing, one under `stage: pt` trains on its prompts alone. Pure file
+checks, no heavy imports.
 """
 
 from __future__ import annotations
@@ -9,7 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import stages
+from ..data import formats
 from ..problems import Problem, did_you_mean
+
+KIND_ROWS = {"sft": "supervised (prompt and answer)", "preference": "preference-pair (chosen/rejected)",
+             "kto": "KTO (labelled answer)", "text": "plain-text"}
 
 
 def _is_local_path(name: str, root: Path) -> bool:
@@ -60,6 +68,7 @@ def _datasets(args: dict[str, Any], file: str, root: Path, key_prefix: str) -> l
         return [Problem(file, f"{key_prefix}dataset_dir", f"no dataset_info.json in `{dataset_dir}`")]
     except json.JSONDecodeError as exc:
         return [Problem(str(info_file), "", f"not valid JSON: {exc}")]
+    stage = str(args.get("stage") or "sft")
     problems: list[Problem] = []
     for key, names in wanted.items():
         names = names if isinstance(names, list) else [n.strip() for n in str(names).split(",")]
@@ -68,7 +77,19 @@ def _datasets(args: dict[str, Any], file: str, root: Path, key_prefix: str) -> l
                 problems.append(Problem(file, f"{key_prefix}{key}", f"dataset `{name}` is not registered in {info_file.name}",
                                         did_you_mean(name, info) or "register it with `make data IN=file.jsonl NAME=name`"))
                 continue
-            local = info[name].get("file_name")
+            local = info[name].get("file_name") if isinstance(info[name], dict) else None
             if local and not (folder / local).exists():
                 problems.append(Problem(file, f"{key_prefix}{key}", f"dataset `{name}` points at `{local}`, which does not exist"))
+            problems += _kind_problems(file, f"{key_prefix}{key}", name, info[name], stage)
     return problems
+
+
+def _kind_problems(file: str, key: str, name: str, entry, stage: str) -> list[Problem]:
+    """One line naming the stage and the dataset when the dataset's rows are of another kind than it trains on."""
+    want, got = stages.KINDS.get(stage), formats.entry_kind(entry)
+    if want is None or got is None or got == want:
+        return []
+    return [Problem(file, key, f"dataset `{name}` holds {KIND_ROWS[got]} rows, but `stage: {stage}` trains on "
+                    f"{KIND_ROWS[want]} rows",
+                    f"train it with a `stage: {stages.STAGE_OF_KIND[got]}` recipe, or name a dataset of {KIND_ROWS[want]} rows; "
+                    "`make data` says which kind a file holds")]

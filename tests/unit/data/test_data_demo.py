@@ -10,6 +10,7 @@ from rocmft import paths
 from rocmft.data import demo, formats, prepare, stats
 
 DEMOS = {"demo_alpaca": "alpaca", "demo_messages": "messages", "demo_sharegpt": "sharegpt"}
+KIND_DEMOS = {"demo_dpo": "sharegpt-preference", "demo_kto": "messages-kto", "demo_text": "text"}
 
 
 @pytest.mark.parametrize("name", list(demo.FILES))
@@ -17,12 +18,13 @@ def test_committed_demo_files_equal_the_generator(name):
     assert (paths.data_dir() / name).read_text(encoding="utf-8") == demo.render(demo.FILES[name])
 
 
-@pytest.mark.parametrize("name,fmt", DEMOS.items())
+@pytest.mark.parametrize("name,fmt", [*DEMOS.items(), *KIND_DEMOS.items()])
 def test_demo_files_are_clean_and_registered_with_the_entry_rocmft_would_write(name, fmt):
     summary = prepare.run(prepare.Options(source=paths.data_dir() / f"{name}.jsonl", name=None,
                                           data_dir=paths.data_dir(), check_only=True))
     assert summary.fmt == fmt and summary.n_rejected == 0 and summary.blank_lines == 0
-    assert 60 <= summary.kept <= 100
+    assert (20 if fmt == "text" else 60) <= summary.kept <= 110
+    assert summary.set_problem is None and not summary.other_formats
     info = json.loads((paths.data_dir() / "dataset_info.json").read_text())
     assert info[name] == formats.entry(fmt, f"{name}.jsonl", summary.seen_columns)
 
@@ -70,3 +72,12 @@ def test_registered_entries_are_accepted_by_llamafactory(tmp_path):
         for x in lines:
             out = converter({k: None for k in all_keys} | json.loads(x))
             assert out["_prompt"] and out["_response"], (name, x)
+
+
+def test_the_preference_demos_prefer_something_learnable():
+    """The better answer differs from the worse one in every pair and every prompt has both KTO labels among
+    the prompts: what the CI's DPO and KTO runs learn from."""
+    pairs = demo.dpo_rows()
+    assert all(p["chosen"]["value"] != p["rejected"]["value"] for p in pairs)
+    labels = [r["label"] for r in demo.kto_rows()]
+    assert labels.count(True) == labels.count(False)

@@ -56,7 +56,7 @@ BAD = [
     ("deep nesting", b"[" * 100000 + b"]" * 100000, "invalid_json"),
     ("an array row", b'["a", "b"]', "not_an_object"),
     ("a string row", b'"text"', "not_an_object"),
-    ("no known key", {"text": "hello"}, "unknown_format"),
+    ("no known key", {"body": "hello"}, "unknown_format"),
     ("other format", SHAREGPT, "mixed_format"),
     ("no output", {"instruction": "a"}, "missing_field"),
     ("no instruction", {"output": "a"}, "missing_field"),
@@ -132,7 +132,10 @@ def test_each_bad_sharegpt_row(tmp_path, what, bad, reason):
 
 
 def test_every_reason_is_tested():
-    tested = {c[2] for c in BAD + BAD_CHAT + BAD_SHAREGPT} | {"line_too_long"}  # see test_data_bad_input
+    from .test_data_kinds import BAD_KINDS
+
+    tested = {c[2] for c in BAD + BAD_CHAT + BAD_SHAREGPT} | {c[3] for c in BAD_KINDS}
+    tested.add("line_too_long")  # see test_data_bad_input
     assert tested == set(formats.REASONS)
 
 

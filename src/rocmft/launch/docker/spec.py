@@ -176,10 +176,13 @@ def container_spec(
     for folder in writable:
         writable_dir(posixpath.join(root, folder), f"{folder}/ (written by the program in the container)")
     for key in INPUT_KEYS:
-        value = str((args or {}).get(key) or "")
-        if posixpath.isabs(value) and not covered(value, rw=False):
-            mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
-                                why=f"{key} outside the project (read-only)"))
+        named = str((args or {}).get(key) or "")
+        # adapters stack as a comma-separated list (a run started FROM an earlier run's adapter)
+        for value in named.split(",") if key == "adapter_name_or_path" else [named]:
+            value = value.strip()
+            if posixpath.isabs(value) and not covered(value, rw=False):
+                mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
+                                    why=f"{key} outside the project (read-only)"))
 
     env = {k: v for k, v in plan.env.items() if k not in SECRET_ENV}
     env["HF_HOME"] = hf_home
