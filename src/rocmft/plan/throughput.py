@@ -11,7 +11,10 @@ linears + lm_head; d = heads x head_dim; s = cutoff_len):
 These are model FLOPs: the utilisation (MFU) is counted without recomputed FLOPs, as the published anchors
 (PaLM's MFU, the arch table's sources) count it. tokens/s/GPU = MFU x peak / model FLOPs per token x the speed
 factors below; gradient checkpointing's extra forward (Chen et al. 2016, "Training Deep Nets with Sublinear
-Memory Cost") is one of them, so the utilisation range is that of a run without recompute.
+Memory Cost") is one of them, so the utilisation range is that of a run without recompute. The attention
+FLOPs are counted over every pair (PaLM's count, no causal halving) while the runs behind the utilisation
+figures used causal kernels that compute half of them: a path with an explicit mask, which computes them all,
+gets a speed factor (attention_kernel).
 """
 
 from __future__ import annotations
@@ -102,6 +105,46 @@ def computed_tokens(w: Workload) -> float:
     return b.computed if b is not None else float(w.tokens_per_micro_batch)
 
 
+def attention_kernel(w: Workload) -> tuple[bool, str]:
+    """(whether the kernel skips the causal mask's upper triangle, which kernel and why) for the recipe's path.
+
+    flash-attn (and its varlen route) is causal: blocks above the diagonal are never computed. transformers 5.x
+    hands SDPA `is_causal=True` and no mask only when no token is masked (masking_utils._ignore_causal_mask_sdpa:
+    an all-ones 2D mask, as plain `packing` builds, its tail included); PyTorch's flash/CPU kernels then skip
+    the upper blocks. An explicit mask - neat_packing's 4D block-diagonal one (returned as-is by
+    _preprocess_mask_arguments), a padded micro-batch's padding - makes SDPA score every pair, then mask
+    (and, with GQA, repeat K/V: integrations/sdpa_attention.py use_gqa_in_sdpa); eager always does.
+    """
+    if w.attention == "fa2":
+        return True, "flash-attn, causal"
+    if w.attention in ("disabled", "eager"):
+        return False, "eager attention scores every pair, then masks"
+    if w.packing == "neat_packing":
+        return False, "SDPA with neat_packing's 4D mask scores every pair"
+    b = batches(w)
+    if w.packing == "padded" and b is not None and b.padding > 0:
+        return False, "SDPA with a padding mask scores every pair"
+    return True, "SDPA is_causal (no mask to pass)"
+
+
+def attention_flops(w: Workload) -> float:
+    """The attention part (QK^T, AV) of one token's model FLOPs plus its recompute: forward once, backward twice,
+    again with gradient checkpointing, in every layer that runs it."""
+    m = w.model
+    L = m.num_hidden_layers
+    back = min(abs(w.freeze_layers), L) if w.method == "freeze" and w.freeze_layers > 0 else L
+    passes = L + 2 * back + (back if w.gradient_checkpointing else 0)
+    return passes * 4.0 * m.q_dim * attention_span(w)
+
+
+def attention_factor(w: Workload, flops: float) -> float:
+    """Time of a causal kernel's work over this path's, for `flops` per token (model + recompute): the published
+    utilisation figures come from causal kernels, which compute half of the attention FLOPs counted (PaLM's
+    count); an explicit mask computes them all."""
+    skips, _ = attention_kernel(w)
+    return 1.0 if skips else (flops - attention_flops(w) / 2) / flops
+
+
 def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
     m = w.model
     L = m.num_hidden_layers
@@ -167,6 +210,9 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
         factors.append(("gradient checkpointing recompute", model / (model + extra)))
     if w.method == "lora":
         factors.append(("PEFT LoRA adapters, unfused", LORA_FACTOR))
+    skips, kernel = attention_kernel(w)
+    if not skips:
+        factors.append((f"attention: {kernel} (a causal kernel skips half)", attention_factor(w, model + extra)))
     b = batches(w)
     if b is not None and b.padding > 0.005:
         factors.append((f"padding: {b.padding:.0%} of the computed tokens ({b.mode})", b.real_fraction))
