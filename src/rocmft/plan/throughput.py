@@ -41,7 +41,11 @@ LORA_FACTOR = 0.75
 # Link bandwidth per GPU, GB/s, at an assumed 70% of the datasheet: MI300X/MI355X 7 Infinity Fabric links x
 # 64 GB/s each way (AMD datasheets); MI250X GCDs ~200 GB/s of xGMI; Radeon cards over PCIe 4.0/5.0 x16
 # (32/64 GB/s); between nodes one 400 Gb/s NIC per Instinct GPU (50 GB/s), 100 Gb/s for workstations.
+# Every pair of an MI300X node's 8 GPUs has a link of its own: a collective over 2 or 4 of them uses only the
+# links between them, a fraction of the node's bandwidth (AMD's MI300X workload optimization guide, RCCL, "Use
+# all eight GPUs": https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference-optimization/workload.html).
 OVERLAP_HIDDEN = 0.8
+FULL_MESH_LINKS = {"cdna3": 7, "cdna4": 7}
 LINK_GBPS = {"cdna3": 310.0, "cdna4": 310.0, "cdna2": 140.0, "rdna3": 22.0, "rdna2": 22.0, "rdna4": 45.0}
 NODE_LINK_GBPS = {"cdna3": 35.0, "cdna4": 35.0, "cdna2": 17.0}
 DEFAULT_LINK_GBPS, DEFAULT_NODE_LINK_GBPS = 22.0, 8.7
@@ -197,6 +201,9 @@ def zero3_factor(w: Workload, flops: float | None = None) -> float:
     reduced = param_counts(w).trainable * b16 * share  # gradient reduce-scatter
     gbps = (NODE_LINK_GBPS.get(w.arch_family, DEFAULT_NODE_LINK_GBPS) if w.nodes > 1
             else LINK_GBPS.get(w.arch_family, DEFAULT_LINK_GBPS))
+    links = FULL_MESH_LINKS.get(w.arch_family)
+    if links and w.nodes == 1:
+        gbps *= min(W - 1, links) / links
     comm = (gathered + reduced) / (gbps * 1e9)
     compute = computed_tokens(w) * flops / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
     hidden = min(OVERLAP_HIDDEN * comm, compute) if w.ds_overlap_comm else 0.0
