@@ -205,7 +205,8 @@ def zero3_factor(w: Workload, flops: float | None = None) -> float:
     if links and w.nodes == 1:
         gbps *= min(W - 1, links) / links
     comm = (gathered + reduced) / (gbps * 1e9)
-    compute = computed_tokens(w) * flops / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
+    # an explicit attention mask lengthens the compute the gathers can hide behind
+    compute = computed_tokens(w) * flops / attention_factor(w, flops) / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
     hidden = min(OVERLAP_HIDDEN * comm, compute) if w.ds_overlap_comm else 0.0
     return compute / (compute + comm - hidden)
 
