@@ -115,7 +115,7 @@ def attention_kernel(w: Workload) -> tuple[bool, str]:
     flash-attn (and its varlen route) is causal: blocks above the diagonal are never computed. transformers 5.x
     hands SDPA `is_causal=True` and no mask only when no token is masked (masking_utils._ignore_causal_mask_sdpa:
     an all-ones 2D mask, as plain `packing` builds, its tail included); PyTorch's flash/CPU kernels then skip
-    the upper blocks. An explicit mask - neat_packing's 4D block-diagonal one (returned as-is by
+    the upper blocks (the CPU one: aten/src/ATen/native/cpu/FlashAttentionKernel.cpp). An explicit mask - neat_packing's 4D block-diagonal one (returned as-is by
     _preprocess_mask_arguments), a padded micro-batch's padding - makes SDPA score every pair, then mask
     (and, with GQA, repeat K/V: integrations/sdpa_attention.py use_gqa_in_sdpa); eager always does.
     """
