@@ -41,12 +41,12 @@ LORA_FACTOR = 0.75
 # Link bandwidth per GPU, GB/s, at an assumed 70% of the datasheet: MI300X/MI355X 7 Infinity Fabric links x
 # 64 GB/s each way (AMD datasheets); MI250X GCDs ~200 GB/s of xGMI; Radeon cards over PCIe 4.0/5.0 x16
 # (32/64 GB/s); between nodes one 400 Gb/s NIC per Instinct GPU (50 GB/s), 100 Gb/s for workstations.
+OVERLAP_HIDDEN = 0.8
+LINK_GBPS = {"cdna3": 310.0, "cdna4": 310.0, "cdna2": 140.0, "rdna3": 22.0, "rdna2": 22.0, "rdna4": 45.0}
 # Every pair of an MI300X node's 8 GPUs has a link of its own: a collective over 2 or 4 of them uses only the
 # links between them, a fraction of the node's bandwidth (AMD's MI300X workload optimization guide, RCCL, "Use
 # all eight GPUs": https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference-optimization/workload.html).
-OVERLAP_HIDDEN = 0.8
 FULL_MESH_LINKS = {"cdna3": 7, "cdna4": 7}
-LINK_GBPS = {"cdna3": 310.0, "cdna4": 310.0, "cdna2": 140.0, "rdna3": 22.0, "rdna2": 22.0, "rdna4": 45.0}
 NODE_LINK_GBPS = {"cdna3": 35.0, "cdna4": 35.0, "cdna2": 17.0}
 DEFAULT_LINK_GBPS, DEFAULT_NODE_LINK_GBPS = 22.0, 8.7
 ZERO3_FACTOR_NO_PEAK = 0.9  # an arch without a peak (no compute time to compare against): a flat guess
@@ -114,10 +114,11 @@ def attention_kernel(w: Workload) -> tuple[bool, str]:
 
     flash-attn (and its varlen route) is causal: blocks above the diagonal are never computed. transformers 5.x
     hands SDPA `is_causal=True` and no mask only when no token is masked (masking_utils._ignore_causal_mask_sdpa:
-    an all-ones 2D mask, as plain `packing` builds, its tail included); PyTorch's flash/CPU kernels then skip
-    the upper blocks (the CPU one: aten/src/ATen/native/cpu/FlashAttentionKernel.cpp). An explicit mask - neat_packing's 4D block-diagonal one (returned as-is by
-    _preprocess_mask_arguments), a padded micro-batch's padding - makes SDPA score every pair, then mask
-    (and, with GQA, repeat K/V: integrations/sdpa_attention.py use_gqa_in_sdpa); eager always does.
+    an all-ones 2D mask, as plain `packing` builds, its tail included); PyTorch's flash kernels then skip the
+    upper blocks (on CPU: aten/src/ATen/native/cpu/FlashAttentionKernel.cpp). An explicit mask - neat_packing's
+    4D block-diagonal one (returned as-is by _preprocess_mask_arguments), a padded micro-batch's padding - makes
+    SDPA score every pair, then mask (and, with GQA, repeat K/V: integrations/sdpa_attention.py
+    use_gqa_in_sdpa); eager always does.
     """
     if w.attention == "fa2":
         return True, "flash-attn, causal"
