@@ -11,7 +11,8 @@
   With SDPA/eager every packed row computes all cutoff_len positions (the 4D mask of neat_packing masks,
   it does not skip) and attention spans cutoff_len. With flash_attention_2 and neat_packing the collator
   cuts the padding off (SFTDataCollatorWith4DAttentionMask._unpad_packed_features) and the varlen kernel
-  attends within each sample: computed = real tokens, attention spans each sample's own length.
+  attends within each sample: computed = real tokens, attention spans each sample's own length. Whether the
+  kernel computes the whole span or only its causal half is throughput.attention_kernel's question.
 - Pretraining packed (`stage: pt`, packing on by default): no knapsack. The documents, each with its EOS, are
   concatenated and cut into blocks of cutoff_len - 1 tokens, the tail shorter than a block dropped
   (data/processor/pretrain.py): every row is full, and a text shorter than one block gives no row at all.

@@ -14,7 +14,10 @@ sequences (none for ORPO and SimPO), KTO's KL estimate and the reference over bo
 These are model FLOPs: the utilisation (MFU) is counted without recomputed FLOPs, as the published anchors
 (PaLM's MFU, the arch table's sources) count it. tokens/s/GPU = MFU x peak / model FLOPs per token x the speed
 factors below; gradient checkpointing's extra forward (Chen et al. 2016, "Training Deep Nets with Sublinear
-Memory Cost") is one of them, so the utilisation range is that of a run without recompute.
+Memory Cost") is one of them, so the utilisation range is that of a run without recompute. The attention
+FLOPs are counted over every pair (PaLM's count, no causal halving) while the runs behind the utilisation
+figures used causal kernels that compute half of them: a path with an explicit mask, which computes them all,
+gets a speed factor (attention_kernel).
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ LORA_FACTOR = 0.75
 # (32/64 GB/s); between nodes one 400 Gb/s NIC per Instinct GPU (50 GB/s), 100 Gb/s for workstations.
 OVERLAP_HIDDEN = 0.8
 LINK_GBPS = {"cdna3": 310.0, "cdna4": 310.0, "cdna2": 140.0, "rdna3": 22.0, "rdna2": 22.0, "rdna4": 45.0}
+# Every pair of an MI300X node's 8 GPUs has a link of its own: a collective over 2 or 4 of them uses only the
+# links between them, a fraction of the node's bandwidth (AMD's MI300X workload optimization guide, RCCL, "Use
+# all eight GPUs": https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/inference-optimization/workload.html).
+FULL_MESH_LINKS = {"cdna3": 7, "cdna4": 7}
 NODE_LINK_GBPS = {"cdna3": 35.0, "cdna4": 35.0, "cdna2": 17.0}
 DEFAULT_LINK_GBPS, DEFAULT_NODE_LINK_GBPS = 22.0, 8.7
 ZERO3_FACTOR_NO_PEAK = 0.9  # an arch without a peak (no compute time to compare against): a flat guess
@@ -108,6 +115,47 @@ def computed_tokens(w: Workload) -> float:
     return b.computed if b is not None else float(w.tokens_per_micro_batch)
 
 
+def attention_kernel(w: Workload) -> tuple[bool, str]:
+    """(whether the kernel skips the causal mask's upper triangle, which kernel and why) for the recipe's path.
+
+    flash-attn (and its varlen route) is causal: blocks above the diagonal are never computed. transformers 5.x
+    hands SDPA `is_causal=True` and no mask only when no token is masked (masking_utils._ignore_causal_mask_sdpa:
+    an all-ones 2D mask, as plain `packing` builds, its tail included); PyTorch's flash kernels then skip the
+    upper blocks (on CPU: aten/src/ATen/native/cpu/FlashAttentionKernel.cpp). An explicit mask - neat_packing's
+    4D block-diagonal one (returned as-is by _preprocess_mask_arguments), a padded micro-batch's padding - makes
+    SDPA score every pair, then mask (and, with GQA, repeat K/V: integrations/sdpa_attention.py
+    use_gqa_in_sdpa); eager always does.
+    """
+    if w.attention == "fa2":
+        return True, "flash-attn, causal"
+    if w.attention in ("disabled", "eager"):
+        return False, "eager attention scores every pair, then masks"
+    if w.packing == "neat_packing":
+        return False, "SDPA with neat_packing's 4D mask scores every pair"
+    b = batches(w)
+    if w.packing == "padded" and b is not None and b.padding > 0:
+        return False, "SDPA with a padding mask scores every pair"
+    return True, "SDPA is_causal (no mask to pass)"
+
+
+def attention_flops(w: Workload) -> float:
+    """The attention part (QK^T, AV) of one token's model FLOPs plus its recompute: forward once, backward twice,
+    again with gradient checkpointing, in every layer that runs it."""
+    m = w.model
+    L = m.num_hidden_layers
+    back = min(abs(w.freeze_layers), L) if w.method == "freeze" and w.freeze_layers > 0 else L
+    passes = L + 2 * back + (back if w.gradient_checkpointing else 0)
+    return passes * 4.0 * m.q_dim * attention_span(w)
+
+
+def attention_factor(w: Workload, flops: float) -> float:
+    """Time of a causal kernel's work over this path's, for `flops` per token (model + recompute): the published
+    utilisation figures come from causal kernels, which compute half of the attention FLOPs counted (PaLM's
+    count); an explicit mask computes them all."""
+    skips, _ = attention_kernel(w)
+    return 1.0 if skips else (flops - attention_flops(w) / 2) / flops
+
+
 def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
     m = w.model
     L = m.num_hidden_layers
@@ -163,8 +211,12 @@ def zero3_factor(w: Workload, flops: float | None = None) -> float:
     reduced = param_counts(w).trainable * b16 * share  # gradient reduce-scatter
     gbps = (NODE_LINK_GBPS.get(w.arch_family, DEFAULT_NODE_LINK_GBPS) if w.nodes > 1
             else LINK_GBPS.get(w.arch_family, DEFAULT_LINK_GBPS))
+    links = FULL_MESH_LINKS.get(w.arch_family)
+    if links and w.nodes == 1:
+        gbps *= min(W - 1, links) / links
     comm = (gathered + reduced) / (gbps * 1e9)
-    compute = computed_tokens(w) * flops / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
+    # an explicit attention mask lengthens the compute the gathers can hide behind
+    compute = computed_tokens(w) * flops / attention_factor(w, flops) / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
     hidden = min(OVERLAP_HIDDEN * comm, compute) if w.ds_overlap_comm else 0.0
     return compute / (compute + comm - hidden)
 
@@ -176,6 +228,9 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
         factors.append(("gradient checkpointing recompute", model / (model + extra)))
     if w.method == "lora":
         factors.append(("PEFT LoRA adapters, unfused", LORA_FACTOR))
+    skips, kernel = attention_kernel(w)
+    if not skips:
+        factors.append((f"attention: {kernel} (a causal kernel skips half)", attention_factor(w, model + extra)))
     b = batches(w)
     if b is not None and b.padding > 0.005:
         factors.append((f"padding: {b.padding:.0%} of the computed tokens ({b.mode})", b.real_fraction))

@@ -116,3 +116,33 @@ def test_real_tokens_per_second_carry_the_padding_and_the_real_micro_batch():
     assert pad == [pytest.approx(b.real_fraction)]
     zero3 = [name for name in factors if name.startswith("ZeRO-3")]
     assert zero3 and f"of {b.computed:.0f} tokens" in zero3[0]  # the gathers are paid per real micro-batch
+
+
+def test_an_explicit_attention_mask_pays_the_causal_half_a_causal_kernel_skips(recipe_factory):
+    # Ten 100-token rows at cutoff 1024: one packed row of 1,000 real tokens + 24 of padding, micro-batch 1.
+    hand = _lengths(*([100] * 10))
+    base = check(recipe_factory(arch="gfx1100", disable_gradient_checkpointing=True), strict=True).workload
+    packing = replace(base, lengths=hand, packing="packing", attention="sdpa")
+    neat = replace(packing, packing="neat_packing")
+    # packing: an all-ones 2D mask, so transformers passes is_causal=True and no mask; neat_packing: the 4D mask
+    assert throughput.attention_kernel(packing)[0] and not throughput.attention_kernel(neat)[0]
+    m = base.model
+    L, d = m.num_hidden_layers, m.q_dim
+    attention = (L + 2 * L) * 4 * d * 1024  # forward + LoRA backward (input gradients), the packed row's span
+    assert throughput.attention_flops(neat) == pytest.approx(attention)
+    total = throughput.flops_per_token(neat)[0]
+    assert total == throughput.flops_per_token(packing)[0]  # the same model FLOPs: the difference is the kernel's
+    expected = (total - attention / 2) / total  # a causal kernel computes half of the counted attention
+    assert dict(throughput.speed_factors(neat))[
+        "attention: SDPA with neat_packing's 4D mask scores every pair (a causal kernel skips half)"] == pytest.approx(expected)
+    assert throughput.relative_speed(neat, packing) == pytest.approx(expected)  # same padding, same factors else
+    assert 0.96 < expected < 0.98  # Llama-2-7B at 1,024 tokens: attention is ~6% of the counted FLOPs
+    # Gradient checkpointing recomputes the attention too: the mask costs that pass as well.
+    gc = replace(neat, gradient_checkpointing=True)
+    assert throughput.attention_flops(gc) == pytest.approx(attention * 4 / 3)
+    # flash-attn (varlen, causal) never pays it; eager always does; a padded SDPA micro-batch does when it pads.
+    assert throughput.attention_kernel(replace(neat, attention="fa2"))[0]
+    assert not throughput.attention_kernel(replace(packing, attention="disabled"))[0]
+    padded = replace(packing, packing="padded", micro_batch=2)
+    assert not throughput.attention_kernel(replace(padded, lengths=_lengths(100, 300)))[0]
+    assert throughput.attention_kernel(replace(padded, lengths=_lengths(104, 104)))[0]  # nothing to mask

@@ -87,6 +87,19 @@ def test_zero3_gathers_cost_more_for_small_micro_batches_and_across_nodes(recipe
     assert throughput.zero3_factor(replace(w, peak_tflops=None)) == throughput.ZERO3_FACTOR_NO_PEAK
 
 
+def test_zero3_on_part_of_an_mi300x_node_uses_only_the_links_between_its_gpus(recipe_factory):
+    # AMD: each pair of the 8 GPUs has its own link; 2 GPUs share 1 of each GPU's 7. With overlap off,
+    # exposed comm = compute x (1/factor - 1), and the compute per micro-batch is the same on 2 and 8 GPUs.
+    w = _w(recipe_factory, arch="gfx942", gpus=8, deepspeed="zero3", finetuning_type="full", cutoff_len=2048)
+    w = replace(w, ds_overlap_comm=False)
+    comm = {n: 1 / throughput.zero3_factor(replace(w, gpus_per_node=n)) - 1 for n in (2, 8)}
+    # bytes x (W-1)/W over bandwidth x (W-1)/7: (1/2) / (1/7) against (7/8) / 1
+    assert comm[2] / comm[8] == pytest.approx((0.5 * 7) / (7 / 8))
+    rdna = replace(w, arch_family="rdna3")  # PCIe: no mesh, the same link whatever the count
+    comm = {n: 1 / throughput.zero3_factor(replace(rdna, gpus_per_node=n)) - 1 for n in (2, 8)}
+    assert comm[2] / comm[8] == pytest.approx(0.5 / (7 / 8))
+
+
 def test_offload_and_zero3_and_quantization_cost_speed(recipe_factory):
     w = _w(recipe_factory, gpus=8, deepspeed="zero3", cutoff_len=2048)
     z3 = throughput.zero3_factor(w)
