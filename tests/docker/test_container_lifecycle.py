@@ -36,7 +36,7 @@ def spec(image_id: str, run_dir: Path, name: str, **changes) -> rt.ContainerSpec
     """The smallest real spec: the CPU image, a command that would run for minutes if it started."""
     base = rt.ContainerSpec(image=image_id, command=("sh", "-c", "echo started; sleep 600"), name=name,
                             environment={}, secret_env=(), devices=(), group_add=(), ipc_mode=None, shm_size=None,
-                            security_opt=(), ulimits=(), mounts=(), working_dir="/",
+                            cap_add=(), ulimits=(), mounts=(), working_dir="/",
                             user=f"{os.getuid()}:{os.getgid()}", labels={"ai.rocmft.run": str(run_dir)})
     return replace(base, **changes)
 
