@@ -117,3 +117,28 @@ def test_a_missing_image_is_one_line_and_nothing_starts(client, env, run):  # no
     mounting_the_run = [c for c in client.containers.list(all=True)  # others' containers come and go meanwhile
                         if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
     assert mounting_the_run == []
+
+
+def test_a_container_that_ends_as_a_wait_times_out_keeps_its_own_exit_code(client, cpu_image):  # noqa: F811
+    """The one-shot answer waits in 5 s slices; a container that ended just after a slice timed out was read as
+    exit 1 (an answer printed, `chat FAILED (exit code 1)`: CI, once). After a timeout the code is the
+    container's own, and None only while it still runs."""
+    from rocmft.serve.docker import exit_code_if_ended
+
+    name = f"rocmft-exit-code-{os.getpid()}"
+    container = client.containers.run(cpu_image.id, ["python", "-c", "import sys, time; time.sleep(3); sys.exit(0)"],
+                                      name=name, detach=True, network_mode="none")
+    try:
+        assert exit_code_if_ended(container) is None
+        container.wait(timeout=60)
+        assert exit_code_if_ended(container) == 0
+    finally:
+        container.remove(force=True)
+    container = client.containers.run(cpu_image.id, ["python", "-c", "import sys; sys.exit(3)"], name=name,
+                                      detach=True, network_mode="none")
+    try:
+        container.wait(timeout=60)
+        assert exit_code_if_ended(container) == 3
+    finally:
+        container.remove(force=True)
+    assert exit_code_if_ended(container) == 1  # removed: no code left to read

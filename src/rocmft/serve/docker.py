@@ -125,7 +125,7 @@ class Container:
         try:
             return int(self.container.wait(timeout=timeout).get("StatusCode", 1))
         except (ReadTimeout, RequestsConnectionError):
-            return None if self.alive() else 1
+            return exit_code_if_ended(self.container)
         except DockerException:
             return 1
 
@@ -140,6 +140,21 @@ class Container:
         except (DockerException, RequestException) as exc:
             print(f"[rocmft] could not remove container {self.container.name}: {exc} "
                   f"(docker rm -f {self.container.name})", file=sys.stderr)
+
+
+def exit_code_if_ended(container) -> int | None:
+    """None while the container runs, else its own exit code. A container that ends between a wait's
+    timeout and this look keeps its code: reading "not running" as 1 failed a finished answer (CI, once)."""
+    from docker.errors import DockerException
+    from requests.exceptions import RequestException
+
+    try:
+        container.reload()
+    except (DockerException, RequestException):
+        return 1  # removed, or the daemon is gone: no code left to read
+    if container.status in ("created", "running", "restarting"):
+        return None
+    return int((container.attrs.get("State") or {}).get("ExitCode", 1))
 
 
 def chat(spec: rt.ContainerSpec) -> int:
