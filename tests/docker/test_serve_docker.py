@@ -46,6 +46,16 @@ def removed_after(client, run):  # noqa: F811
         container.remove(force=True)
 
 
+def bridge_gateway(client) -> str:  # noqa: F811
+    """The host's address on Docker's default bridge. A daemon names it in the bridge's IPAM config only
+    when docker0 already had it at start (20.10 on a fresh machine lists the subnet alone); otherwise
+    the daemon gave docker0 the subnet's first host address."""
+    import ipaddress
+
+    config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
 def bridge_probe(client, cpu_image, host: str, port: int) -> str:  # noqa: F811
     """From a second container on Docker's default bridge: `open` if host:port accepts a connection."""
     container = client.containers.run(
@@ -89,7 +99,7 @@ def test_make_serve_in_the_container_answers_on_loopback_only(client, cpu_image,
         openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0) \
             .chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}])
     # the attack: another container on the bridge, at the host's bridge address and at the server's own
-    gateway = client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    gateway = bridge_gateway(client)
     targets = [gateway] + [n["IPAddress"] for n in container.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]]
     for address in targets:
         assert bridge_probe(client, cpu_image, address, port) != "open", f"reachable from the bridge at {address}"
