@@ -20,10 +20,10 @@ KIND_ROWS = {"sft": "supervised (prompt and answer)", "preference": "preference-
              "kto": "KTO (labelled answer)", "text": "plain-text"}
 
 
-def _is_local_path(name: str, root: Path) -> bool:
+def is_local_path(name: str, root: Path) -> bool:
     if name.startswith(("/", "./", "../", "~")):
         return True
-    # `models/x` is a folder of the project; `org/model` is a hub id (resolved from the HF cache at run time).
+    # `models/x` is a folder of the project; `org/model` is a hub id (validate/model.py: the HF cache or the Hub).
     return (root / name.split("/", 1)[0]).is_dir()
 
 
@@ -42,7 +42,7 @@ def check(args: dict[str, Any], file: str, root: Path, key_prefix: str = "") -> 
     model = str(args.get("model_name_or_path") or "")
     if not model:
         problems.append(Problem(file, f"{key_prefix}model_name_or_path", "missing: a local model dir or a hub id"))
-    elif _is_local_path(model, root):
+    elif is_local_path(model, root):
         path = Path(model).expanduser()
         path = path if path.is_absolute() else root / path
         if not (path / "config.json").is_file():
