@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from . import hubcache
 from .recipes import SECRET_ENV
@@ -98,7 +99,7 @@ def _environment(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def secrets(env: Mapping[str, str]) -> tuple[str, ...]:
-    return tuple(name for name in SECRET_ENV if name.startswith("HF") or name.startswith("HUGGING")
+    return tuple(name for name in SECRET_ENV if name.startswith(("HF", "HUGGING"))
                  if env.get(name))
 
 

@@ -18,8 +18,12 @@ MODEL_IGNORE = ["original/*", "*.pth", "*.gguf", "*.onnx", "*.onnx_data", "*.h5"
 
 def fetch(repo_id: str, repo_type: str) -> tuple[int, str]:
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
 
     what = f"{repo_type} `{repo_id}`"
     try:

@@ -10,9 +10,8 @@ the job finds.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 _TRUE = ("1", "on", "yes", "true")
 

@@ -74,9 +74,9 @@ def test_offline_cache_hit_and_miss_for_real(tmp_path, job_env, tiny_model):
     assert f"fetched model `rocmft-test/tiny-llama` -> {snapshot}" in hit.stdout
     miss = rocmft("fetch", "--model", "rocmft-test/absent", "--runtime", "local", env=env, timeout=300)
     assert miss.returncode == 2
-    assert miss.stderr.strip().splitlines() == [
+    assert miss.stderr.strip().splitlines() == [(
         "error: model `rocmft-test/absent` is not in the Hugging Face cache and cannot be downloaded from here "
-        "(HF_HUB_OFFLINE=1, or no connection to the Hub): unset HF_HUB_OFFLINE on a machine with internet"]
+        "(HF_HUB_OFFLINE=1, or no connection to the Hub): unset HF_HUB_OFFLINE on a machine with internet")]
     assert "hf_secret_value" not in hit.stdout + hit.stderr + miss.stdout + miss.stderr
 
 

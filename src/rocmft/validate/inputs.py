@@ -46,7 +46,8 @@ def check(args: dict[str, Any], file: str, root: Path, key_prefix: str = "") -> 
         path = Path(model).expanduser()
         path = path if path.is_absolute() else root / path
         if not (path / "config.json").is_file():
-            hint = "build it with `make tiny-model`" if "tiny" in model else "download it first (huggingface-cli download) or give a hub id"
+            hint = ("build it with `make tiny-model`" if "tiny" in model else
+                    "put the model dir there, or give a Hub id (`make fetch MODEL=org/name` downloads one)")
             problems.append(Problem(file, f"{key_prefix}model_name_or_path", f"no model at `{model}` (no config.json)", hint))
     return problems + _datasets(args, file, root, key_prefix)
 

@@ -74,7 +74,7 @@ def test_the_job_agrees_offline_transformers_loads_the_hit_and_refuses_the_miss(
     code = ("import sys; from transformers import AutoConfig, AutoTokenizer\n"
             "AutoConfig.from_pretrained('rocmft-test/tiny-llama'); AutoTokenizer.from_pretrained('rocmft-test/tiny-llama')\n"
             "try:\n    AutoConfig.from_pretrained('rocmft-test/absent')\nexcept OSError:\n    sys.exit(3)\n")
-    proc = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 3, proc.stderr[-2000:]
 
 
@@ -135,9 +135,9 @@ def test_a_misspelt_table_model_gets_a_did_you_mean():
 
 
 class _GatedHub(http.server.BaseHTTPRequestHandler):
-    seen: list = []
+    seen: list = []  # noqa: RUF012 (the requests this server saw, read by the test)
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         _GatedHub.seen.append((self.path, self.headers.get("Authorization")))
         self.send_response(403)
         self.send_header("X-Error-Code", "GatedRepo")
