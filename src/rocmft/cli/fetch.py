@@ -85,6 +85,10 @@ def run(args) -> int:
     if args.print_plan:
         print(plan.to_json(), end="")
         return 0
+    if plan.where == "image":  # a missing bind source would be created by the daemon, owned by root
+        for folder in (plan.env["HF_HOME"], plan.env.get("HF_HUB_CACHE", "")):
+            if os.path.isabs(folder):
+                os.makedirs(folder, exist_ok=True)
     env = {**os.environ, **plan.env} if plan.where == "venv" else os.environ
     return subprocess.run(list(plan.argv), env=env, check=False).returncode
 
