@@ -122,8 +122,15 @@ def _build_tiny_model(recipe: recipes.Recipe, rendered: render.Rendered) -> list
     """A recipe naming models/tiny-llama trains in a fresh clone: the model is built here, as `make demo` does."""
     from . import tiny_model
 
+    def image() -> tuple[str | None, str]:  # a light host: the arch's image builds it (RUNTIME=docker runs there)
+        from .validate import where
+
+        place, why = where._local_image(arches.get(recipe.arch, file=recipe.path))
+        return (place.ref if place else None), why
+
     file, key = _model_key(recipe)
-    return tiny_model.ensure(str(rendered.args.get("model_name_or_path") or ""), paths.root(), file=file, key=key)
+    return tiny_model.ensure(str(rendered.args.get("model_name_or_path") or ""), paths.root(), file=file, key=key,
+                             image=image)
 
 
 def _model_problems(recipe: recipes.Recipe, rendered: render.Rendered, env: Mapping[str, str]) -> list[Problem]:

@@ -72,3 +72,22 @@ def test_a_fresh_clone_builds_the_tiny_model_before_the_checks_that_look_for_it(
 
     assert inputs.check(prep.rendered.args, "train.yaml", clone) == []
     assert not (tmp_path / "runs").exists()  # prepare writes no run dir; commit does
+
+
+def test_on_a_light_host_the_image_builds_it_with_the_checkout_read_only_and_models_writable(tmp_path):
+    argv = tiny_model_module.image_argv(tmp_path, "sha256:abc", 1000, 1001)
+    assert f"--volume={tmp_path}:{tmp_path}:ro" in argv and f"--volume={tmp_path / 'models'}:{tmp_path / 'models'}" in argv
+    assert "--user=1000:1001" in argv and "--env=HF_HUB_OFFLINE=1" in argv
+    assert argv[argv.index("sha256:abc"):] == ["sha256:abc", "python", "scripts/make_tiny_model.py", "--out",
+                                               "models/tiny-llama"]
+
+
+def test_without_torch_or_an_image_it_is_one_line_naming_make_tiny_model(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    (problem,) = tiny_model_module.ensure("models/tiny-llama", tmp_path, image=lambda: (None, "no Docker daemon"))
+    assert problem.line() == ("error: model_name_or_path: `models/tiny-llama` is not built: this venv has no torch "
+                              "to build it, and no Docker daemon (`make tiny-model` (it sets up the CPU stack first))")
+    assert not (tmp_path / "models").exists()
