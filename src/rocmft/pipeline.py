@@ -57,8 +57,11 @@ def prepare(
     validate: bool = True,
     validate_in: Callable[[arches.Arch], "Place"] | None = None,
     env: Mapping[str, str] | None = None,
+    need_model: bool = False,
 ) -> Prepared:
-    """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image."""
+    """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image.
+    `need_model`: a job will load the model, so a Hub id must be in the HF cache or downloadable by it
+    (`validate.model`: the cache, HF_HUB_OFFLINE, the Hub's answer); render and plan only read files."""
     env = os.environ if env is None else env
     overrides = list(overrides)
     if arch:
@@ -92,6 +95,8 @@ def prepare(
     try:  # every problem at once: the batch/resume ones together with rendering's and validation's
         rendered = render.render(recipe, run_path, resume_from)
         messages = early + list(rendered.warnings)
+        if validate or need_model:  # before the checks that look for it
+            raise_if_errors(_build_tiny_model(recipe, rendered))
         if validate:
             from .validate import where
 
@@ -100,11 +105,41 @@ def prepare(
             messages += kept
             if place.kind != "none":
                 validated_in = place.label + (" (cached: same files, stack and code)" if cached else "")
+        if need_model and not any(p.severity == "error" for p in messages):  # the Hub is asked about a valid run only
+            messages += raise_if_errors(_model_problems(recipe, rendered, env))
     except ProblemReport as report:
         raise ProblemReport(early + report.problems) from None
     messages = raise_if_errors(messages) + _first_run_notes(rendered) + (start.notes if start else [])
     return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages, validated_in,
                     start)
+
+
+def _model_key(recipe: recipes.Recipe) -> tuple[str, str]:
+    return runs.relative(Path(recipe.path)), "llamafactory.model_name_or_path"
+
+
+def _build_tiny_model(recipe: recipes.Recipe, rendered: render.Rendered) -> list[Problem]:
+    """A recipe naming models/tiny-llama trains in a fresh clone: the model is built here, as `make demo` does."""
+    from . import tiny_model
+
+    def image() -> tuple[str | None, str]:  # a light host: the arch's image builds it (RUNTIME=docker runs there)
+        from .validate import where
+
+        place, why = where._local_image(arches.get(recipe.arch, file=recipe.path))
+        return (place.ref if place else None), why
+
+    file, key = _model_key(recipe)
+    return tiny_model.ensure(str(rendered.args.get("model_name_or_path") or ""), paths.root(), file=file, key=key,
+                             image=image)
+
+
+def _model_problems(recipe: recipes.Recipe, rendered: render.Rendered, env: Mapping[str, str]) -> list[Problem]:
+    from .plan.models import table_names
+    from .validate import model
+
+    file, key = _model_key(recipe)
+    return model.check(str(rendered.args.get("model_name_or_path") or ""), paths.root(), env, file=file, key=key,
+                       known=tuple(table_names()), revision=str(rendered.args.get("model_revision") or "main"))
 
 
 def _first_run_notes(rendered: render.Rendered) -> list[Problem]:

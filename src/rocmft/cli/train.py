@@ -83,7 +83,9 @@ def run(args) -> int:
               if getattr(args, key, None) not in (None, "")]
     prep = pipeline.prepare(args.recipe, overrides(args) + faults, arch=args.arch, nodes=args.nodes, gpus=args.gpus,
                             resume=args.resume, start_from=args.start_from, run_name=args.run_name,
-                            validate_in=where.for_runtime(args.runtime, args))
+                            validate_in=where.for_runtime(args.runtime, args),
+                            # k8s pods read the PVC's HF cache, not this host's: the job finds out there
+                            need_model=args.runtime != "k8s")
     warn(prep.messages)
     runtime = args.runtime or where.default_runtime(prep.arch)
     if not args.no_plan:

@@ -239,6 +239,11 @@ def resolve(name: str, inline: Mapping[str, Any] | None = None, *, file: str = "
     spec = from_table(name)
     if spec is not None:
         return spec
+    from .. import tiny_model
+
+    if tiny_model.named(name, paths.root()):  # a fresh clone: built on demand by `make train`, not by the planner
+        return _raise(file, key, f"the tiny model `{name}` is not built yet",
+                      "`make tiny-model` builds it in seconds; `make train` and `make demo` build it when missing")
     looks_local = name.startswith((".", "/", "~")) or name.count("/") != 1
     where = "is not a local dir" + ("" if looks_local else ", not in the Hugging Face cache") + " and not in the model table"
     hint = did_you_mean(name, table_names())

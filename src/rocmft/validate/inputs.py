@@ -20,10 +20,10 @@ KIND_ROWS = {"sft": "supervised (prompt and answer)", "preference": "preference-
              "kto": "KTO (labelled answer)", "text": "plain-text"}
 
 
-def _is_local_path(name: str, root: Path) -> bool:
+def is_local_path(name: str, root: Path) -> bool:
     if name.startswith(("/", "./", "../", "~")):
         return True
-    # `models/x` is a folder of the project; `org/model` is a hub id (resolved from the HF cache at run time).
+    # `models/x` is a folder of the project; `org/model` is a hub id (validate/model.py: the HF cache or the Hub).
     return (root / name.split("/", 1)[0]).is_dir()
 
 
@@ -42,11 +42,12 @@ def check(args: dict[str, Any], file: str, root: Path, key_prefix: str = "") -> 
     model = str(args.get("model_name_or_path") or "")
     if not model:
         problems.append(Problem(file, f"{key_prefix}model_name_or_path", "missing: a local model dir or a hub id"))
-    elif _is_local_path(model, root):
+    elif is_local_path(model, root):
         path = Path(model).expanduser()
         path = path if path.is_absolute() else root / path
         if not (path / "config.json").is_file():
-            hint = "build it with `make tiny-model`" if "tiny" in model else "download it first (huggingface-cli download) or give a hub id"
+            hint = ("build it with `make tiny-model`" if "tiny" in model else
+                    "put the model dir there, or give a Hub id (`make fetch MODEL=org/name` downloads one)")
             problems.append(Problem(file, f"{key_prefix}model_name_or_path", f"no model at `{model}` (no config.json)", hint))
     return problems + _datasets(args, file, root, key_prefix)
 

@@ -14,6 +14,8 @@ CASES = {
     "posts' keys": (["render", "tiny-cpu", "gpu_ids=0"], "llamafactory.gpu_ids: not set in a recipe"),
     "missing model": (["render", "tiny-cpu", "model_name_or_path=models/nope"], "no model at `models/nope`"),
     "missing dataset": (["render", "tiny-cpu", "dataset=nope"], "dataset `nope` is not registered"),
+    "hub model not cached, offline": (["train", "tiny-cpu", "--runtime", "local", "model_name_or_path=rocmft-test/absent"],
+                                      "model `rocmft-test/absent` is neither a local model dir nor in the Hugging Face cache"),
 }
 
 

@@ -126,3 +126,14 @@ def test_multimodal_text_config_is_used(tmp_path):
         "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
         "vocab_size": 100}}))
     assert models.resolve(str(folder)).hidden_size == 64
+
+
+def test_an_unbuilt_tiny_model_says_how_to_build_it(tmp_path, monkeypatch):
+    for folder in ("recipes", "ds_configs"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.setenv("ROCMFT_ROOT", str(tmp_path))  # a fresh clone: no models/
+    with pytest.raises(ProblemReport) as raised:
+        models.resolve("models/tiny-llama")
+    (problem,) = raised.value.problems
+    assert "the tiny model `models/tiny-llama` is not built yet" in problem.message
+    assert "`make tiny-model`" in problem.suggestion

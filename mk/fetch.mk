@@ -1,0 +1,12 @@
+# Fetch: the model (and the Hub datasets) a run reads, into HF_HOME, where there is internet (a login node), so
+# a job without it (Slurm compute nodes; HF_HUB_OFFLINE=1) finds them in the cache. The token comes from the
+# environment (export HF_TOKEN=...; never on make's command line, see the Makefile's rule 4).
+MODEL ?=
+
+FETCH_WHAT = $(if $(MODEL),--model=$(call q,$(MODEL)),$(call q,$(RECIPE)) $(call opt,--set,$(SET))) \
+             $(call opt,--arch,$(ARCH)) $(call opt,--runtime,$(RUNTIME))
+
+.PHONY: fetch
+fetch: host ## download RECIPE's Hub model + datasets into HF_HOME with a progress bar, resumable (MODEL=org/name instead; RUNTIME=local|docker)
+	$(call stack_when_local,fetch $(FETCH_WHAT))
+	@$(ROCMFT) fetch $(FETCH_WHAT)
