@@ -142,3 +142,62 @@ def test_offline_check_of_a_missing_base_does_not_pull(client):
         docker_api.require_base(client, ref, offline=True, arch="cpu")
     assert "not present locally" in info.value.problems[0].message
     assert docker_api.get_image(client, ref) is None
+
+
+def test_kernel_stage_is_cached_after_a_pin_bump_read_from_the_build_output(client, tmp_path, capsys):
+    """Build the CPU image from a copy of the project, bump a pin the kernel stage does not read in a copy of
+    lock.txt, rebuild: the daemon's own output must say the kernel stage was cached (and the deps stage was
+    not: the bump was seen). Images are built under a test tag and removed. The ratio is printed, not asserted;
+    on cpu the kernel stage compiles nothing, so it is small either way (docs/image.md)."""
+    import dataclasses
+    import re
+    import shutil
+    import time
+
+    from rocmft.image import build
+    from rocmft.image.kernels import STAGE
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    for rel in (".dockerignore", "docker", "pyproject.toml", "README.md", "requirements", "src"):
+        src = ROOT / rel
+        (shutil.copytree(src, root / rel, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+         if src.is_dir() else shutil.copy(src, root / rel))
+    wheels = ROOT / "wheelhouse" / "cpu"
+    arch = arches.table()["cpu"]
+    base_id = docker_api.get_image(client, arch.base_image).id
+    tag = "rocmft-image-test:pin-bump"
+
+    def build_once(name: str):
+        plan = build_plan(arch, from_lock(root / "requirements" / "lock.txt"), "test", offline=True,
+                          wheelhouse=str(wheels), context=str(root), base_id=base_id,
+                          kernel_cache_root=str(tmp_path / "kernel-cache"))
+        plan = dataclasses.replace(plan, tags=(tag,))
+        started = time.monotonic()
+        result = build.run(client, plan, log_path=tmp_path / f"{name}.log")
+        assert result.ok, "\n".join(result.tail[-20:])
+        return result, time.monotonic() - started
+
+    try:
+        first, first_s = build_once("first")
+        lock = root / "requirements" / "lock.txt"
+        text = lock.read_text()
+        # A pin the image never installs (a dev tool), so the offline rebuild still resolves.
+        bumped = re.sub(r"^(pytest==)(\S+)$", r"\g<1>0.0.1", text, count=1, flags=re.M)
+        assert bumped != text, "no pytest pin in lock.txt to bump"
+        lock.write_text(bumped)
+        again, again_s = build_once("rebuild")
+    finally:
+        for ref in (tag,):
+            if docker_api.get_image(client, ref) is not None:
+                client.images.remove(ref)
+    kernel, deps = again.stage(STAGE), again.stage("deps")
+    assert kernel is not None and kernel.work_steps >= 2, [dataclasses.asdict(s) for s in again.stages]
+    assert kernel.cached, f"kernel stage rebuilt after a lock.txt bump: {dataclasses.asdict(kernel)}"
+    assert not deps.cached, "the deps stage did not see the bumped lock.txt"
+    with capsys.disabled():
+        print(f"\n  first build {first_s:.0f} s (kernel stage {first.stage(STAGE).seconds:.1f} s, "
+              f"{'cached' if first.stage(STAGE).cached else 'built'}); rebuild after the pin bump {again_s:.0f} s "
+              f"(kernel stage cached, {kernel.seconds:.1f} s); rebuild/first = {again_s / max(first_s, 1e-9):.2f}"
+              + ("  [the first build was warm from an earlier build of this Dockerfile]" if first.stage("deps").cached
+                 else ""))
