@@ -201,3 +201,36 @@ def test_kernel_stage_is_cached_after_a_pin_bump_read_from_the_build_output(clie
               f"(kernel stage cached, {kernel.seconds:.1f} s); rebuild/first = {again_s / max(first_s, 1e-9):.2f}"
               + ("  [the first build was warm from an earlier build of this Dockerfile]" if first.stage("deps").cached
                  else ""))
+
+
+def test_kernel_stage_reuses_a_host_kept_wheel_and_hands_it_back(client, tmp_path):
+    """The gfx942 kernel stage, built alone on the CPU base (seconds): given a wheel kept on the host it compiles
+    nothing, records `host`, and its /kernels/wheels holds that wheel byte for byte (what `make image` copies to
+    the host after a compile, and what the deps stage installs). Built under a test tag, removed after."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from rocmft.image import build
+    from rocmft.image.kernels import STAGE
+
+    base = arches.table()["cpu"].base_image
+    plan = build_plan(arches.table()["gfx942"], from_lock(), "test", offline=True, context=str(ROOT),
+                      kernel_cache_root=str(tmp_path / "wheelhouse" / "gfx942"))
+    wheel = Path(plan.kernel_cache) / "flash_attn-2.8.3.post2-cp312-cp312-linux_x86_64.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"not a real wheel: the stage only copies it\n" * 100)
+    plan = dataclasses.replace(plan, target=STAGE, tags=("rocmft-image-test:kernels",), kernel_wheels=(str(wheel),),
+                               buildargs=MappingProxyType({**plan.buildargs, "BASE_IMAGE": base}))
+    try:
+        result = build.run(client, plan, log_path=tmp_path / "kernels.log")
+        assert result.ok, "\n".join(result.tail[-20:])
+        record = build.kernel_record(client, result.image_id)
+        files = docker_api.read_files(client, result.image_id, "/kernels/wheels")
+        again = build.run(client, plan, log_path=tmp_path / "again.log")
+    finally:
+        if docker_api.get_image(client, plan.tags[0]) is not None:
+            client.images.remove(plan.tags[0])
+    assert (record["source"], record["backend"], record["gpu_archs"], record["head_dims"]) == ("host", "ck", "gfx942",
+                                                                                                "64,128")
+    assert record["wheels"] == wheel.name and files == {wheel.name: wheel.read_bytes()}
+    assert again.stage(STAGE).cached  # the same wheel again: Docker's cache, not even a copy

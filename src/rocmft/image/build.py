@@ -239,7 +239,8 @@ def failure_report(result: BuildResult, plan: BuildPlan, make_hint: str) -> Prob
     if missing:
         return ProblemReport([Problem(plan.wheelhouse or "wheelhouse", name, "the build found no wheel for it",
                                       f"run `{make_hint}` (full log: {result.log})") for name in missing])
-    return ProblemReport([Problem(plan.dockerfile, f"step {result.failed_step}" if result.failed_step else "",
+    stage = f" (stage {result.stages[-1].name})" if result.stages else ""
+    return ProblemReport([Problem(plan.dockerfile, f"step {result.failed_step}{stage}" if result.failed_step else "",
                                   result.error or "the build failed", f"full log: {result.log}")])
 
 

@@ -156,6 +156,10 @@ def test_a_host_kept_wheel_is_sent_instead_of_compiling(tmp_path):
     assert "reuses the host-kept wheel" in "\n".join(again.lines())
     # The kept wheel sits under the wheelhouse but is not one of its top-level wheels (the image's installs).
     assert wheel not in context.wheelhouse_files(again)
+    # `make wheelhouse` names it (a copy of the folder carries it to an air-gapped host).
+    from rocmft.image.wheelhouse import kept_kernel_wheels
+
+    assert kept_kernel_wheels(folder) == [wheel]
 
 
 def stream(*chunks):
