@@ -102,7 +102,7 @@ def run(args) -> int:
         arch, versions, folder, plan = make_plan(args, base_id=docker_api.get_image(client, plan.base_image).id)
     print(f"==> building {plan.tags[0]} from {plan.base_image}"
           f" ({'offline: no network, wheels from ' + str(folder) if args.offline else 'online'})", flush=True)
-    print("==> estimate: " + plan.kernel_lines()[-2].strip(), flush=True)
+    print("==> estimate: " + plan.estimate(), flush=True)
     result = build.run(client, plan, log_path=paths.cache_dir() / f"image-{arch.name}.log",
                        no_cache=args.no_cache, verbose=args.verbose)
     if not result.ok:

@@ -203,8 +203,9 @@ def consume(events: Iterable[dict], display: StepDisplay, log: IO[str]) -> Build
 
 
 def run(client, plan: BuildPlan, *, log_path: Path, no_cache: bool = False, verbose: bool = False,
-        out: IO[str] = sys.stdout) -> BuildResult:
+        out: IO[str] | None = None) -> BuildResult:
     """Build, then tag with every tag of the plan. Never pulls: pull=False, and the caller checked the base."""
+    out = out or sys.stdout  # looked up now: a default bound at import would outlive a replaced stdout
     log_path.parent.mkdir(parents=True, exist_ok=True)
     print(f"==> sending the build context ({build_context.describe(plan)}); the daemon's full log: {log_path}",
           file=out, flush=True)

@@ -41,7 +41,7 @@ def info_lines(image) -> list[str]:
 
 
 _SOURCES = {"built": "compiled in the image's build", "host": "a wheel kept on the build host (compiled by an earlier build)",
-            "base": "the base image's own", "none": "none"}
+            "base": "the base image's own"}
 
 
 def kernel_lines(record: dict) -> list[str]:
@@ -52,7 +52,7 @@ def kernel_lines(record: dict) -> list[str]:
 
     source = record.get("source", "?")
     out = ["  kernel",
-           f"    source     {source}: {_SOURCES.get(source, source)} - {record.get('detail', '')}",
+           f"    source     {source}: " + (f"{_SOURCES[source]} - " if source in _SOURCES else "") + record.get("detail", ""),
            f"    stage took {fmt_duration(float(record.get('seconds') or 0))}"]
     if record.get("backend", "none") != "none":
         out.append(f"    flash-attn {record.get('version')} ({record.get('backend')}, {record.get('gpu_archs')}), "

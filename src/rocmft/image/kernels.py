@@ -156,7 +156,7 @@ def cached_wheels(wheelhouse_folder: Path, spec: KernelSpec) -> list[Path]:
     return sorted(folder.glob("*.whl")) if folder.is_dir() else []
 
 
-def estimate_line(spec: KernelSpec, jobs: MaxJobs, cached: list[Path], head_why: str) -> str:
+def estimate_line(spec: KernelSpec, jobs: MaxJobs, cached: list[Path], head_why: str = "") -> str:
     if spec.backend == "none":
         return "kernel stage: no compiled kernel for this arch (records that, and is cached from then on)"
     if cached:

@@ -71,6 +71,13 @@ class BuildPlan:
         data["kernel_sources"] = list(self.kernel_sources)
         return data
 
+    def estimate(self) -> str:
+        """The kernel stage's expected cost, printed before a build starts."""
+        if self.kernel is None:
+            return ""
+        return kernel_stage.estimate_line(self.kernel, self.max_jobs, [Path(w) for w in self.kernel_wheels],
+                                          self.head_dims_why)
+
     def kernel_lines(self) -> list[str]:
         k = self.kernel
         if k is None:
@@ -85,8 +92,7 @@ class BuildPlan:
             f"    key          {k.key()}  (never lock.txt, src/, recipes/)",
             f"    host cache   {self.kernel_cache or '-'}"
             + (f": {', '.join(Path(w).name for w in self.kernel_wheels)}" if self.kernel_wheels else ""),
-            "    " + kernel_stage.estimate_line(k, self.max_jobs, [Path(w) for w in self.kernel_wheels],
-                                                self.head_dims_why),
+            "    " + self.estimate(),
             f"  deepspeed ops  {DEEPSPEED_OPS_LABEL}",
         ]
 

@@ -198,3 +198,18 @@ def test_make_image_gfx942_dry_run_shows_the_kernel_stage():
     proc = subprocess.run(["make", "-s", "image", "ARCH=gfx942", "DRY_RUN=1", "MAX_JOBS=96", "HEAD_DIMS=all"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert "MAX_JOBS     96  (MAX_JOBS set by you)" in proc.stdout and "head dims    32,64,128,256" in proc.stdout
+
+
+def test_image_info_says_where_the_kernel_came_from():
+    from rocmft.image.info import kernel_lines
+
+    built = "\n".join(kernel_lines({"source": "built", "detail": "compiled in this build with MAX_JOBS=96", "backend": "ck",
+                                    "version": "2.8.3.post2", "gpu_archs": "gfx942", "head_dims": "64,128",
+                                    "max_jobs": "96", "seconds": 3725, "wheels": "flash_attn-2.8.3.post2-cp312.whl"}))
+    assert "source     built: compiled in the image's build" in built and "stage took 1h 02m" in built
+    assert "head dims 64,128, MAX_JOBS 96" in built and "flash_attn-2.8.3.post2-cp312.whl" in built
+    host = "\n".join(kernel_lines({"source": "host", "detail": "wheel kept on the build host", "backend": "ck", "seconds": 1}))
+    assert "source     host: a wheel kept on the build host" in host
+    none = "\n".join(kernel_lines({"source": "none", "detail": "no compiled kernel for this arch", "backend": "none"}))
+    assert "source     none: no compiled kernel for this arch" in none and "flash-attn" not in none
+    assert "no record" in kernel_lines({})[0]
