@@ -164,6 +164,8 @@ def test_kernel_stage_is_cached_after_a_pin_bump_read_from_the_build_output(clie
         (shutil.copytree(src, root / rel, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
          if src.is_dir() else shutil.copy(src, root / rel))
     wheels = ROOT / "wheelhouse" / "cpu"
+    if not any(wheels.glob("*.whl")):
+        pytest.fail(f"no cpu wheelhouse at {wheels}: {BUILD_HINT}")
     arch = arches.table()["cpu"]
     base_id = docker_api.get_image(client, arch.base_image).id
     tag = "rocmft-image-test:pin-bump"
