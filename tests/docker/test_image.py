@@ -244,3 +244,26 @@ def test_kernel_stage_reuses_a_host_kept_wheel_and_hands_it_back(client, tmp_pat
                                                                                                 "64,128")
     assert record["wheels"] == wheel.name and files == {wheel.name: wheel.read_bytes()}
     assert again.stage(STAGE).cached  # the same wheel again: Docker's cache, not even a copy
+
+
+def test_a_failed_kernel_stage_ends_with_its_own_lines_and_the_log(client, tmp_path):
+    """A real failure in seconds: the gfx942 kernel stage on the CPU base, with no kept wheel and no torch to
+    build against. The report names the step and its stage, shows that step's own last lines and the log."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from rocmft.image import build
+    from rocmft.image.kernels import STAGE
+
+    plan = build_plan(arches.table()["gfx942"], from_lock(), "test", offline=True, context=str(ROOT))
+    plan = dataclasses.replace(plan, target=STAGE, tags=("rocmft-image-test:fails",),
+                               buildargs=MappingProxyType({**plan.buildargs, "BASE_IMAGE": arches.table()["cpu"].base_image}))
+    result = build.run(client, plan, log_path=tmp_path / "fails.log")
+    assert not result.ok and docker_api.get_image(client, plan.tags[0]) is None
+    lines = build.failed_step_lines(result)
+    assert lines[0].startswith("==> the failing step's last lines (step ") and "RUN set -eux" in lines[0]
+    assert any("No module named 'torch'" in line for line in lines), lines
+    assert not any(line.startswith("  | Step ") for line in lines)  # only the failing step's own lines
+    problem = build.failure_report(result, plan, "make wheelhouse ARCH=gfx942").problems[0]
+    assert problem.key.endswith("(stage kernels)") and problem.suggestion == f"full log: {tmp_path / 'fails.log'}"
+    assert "No module named 'torch'" in (tmp_path / "fails.log").read_text()

@@ -106,7 +106,7 @@ def run(args) -> int:
     result = build.run(client, plan, log_path=paths.cache_dir() / f"image-{arch.name}.log",
                        no_cache=args.no_cache, verbose=args.verbose)
     if not result.ok:
-        print("\n".join("  | " + line for line in result.tail[-25:]))
+        print("\n".join(build.failed_step_lines(result)))
         raise build.failure_report(result, plan, make_hint)
     record, kept = build.keep_kernel_wheel(client, plan, result)
     print(build.kernel_line(record, kept, result.stage("kernels")))

@@ -234,6 +234,16 @@ def run(client, plan: BuildPlan, *, log_path: Path, no_cache: bool = False, verb
     return result
 
 
+def failed_step_lines(result: BuildResult, limit: int = 25) -> list[str]:
+    """The failing step's own last lines (not the steps before it), shaped like a failed training run's:
+    a header, the lines prefixed with `|`; the report after them names the step, the stage and the log."""
+    starts = [i for i, line in enumerate(result.tail) if _STEP.match(line)]
+    lines = [line for line in result.tail[starts[-1] + 1 if starts else 0:] if line.strip()][-limit:]
+    if not lines:
+        return []
+    return [f"==> the failing step's last lines (step {result.failed_step}):", *(f"  | {line}" for line in lines)]
+
+
 def failure_report(result: BuildResult, plan: BuildPlan, make_hint: str) -> ProblemReport:
     text = "\n".join(result.tail)
     missing = _NOT_FOUND.findall(text)

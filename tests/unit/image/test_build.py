@@ -119,6 +119,9 @@ def test_a_failed_step_names_its_stage_and_the_log():
     problem = build.failure_report(result, plan, "make wheelhouse ARCH=gfx942").problems[0]
     assert problem.key == "step 3/3 RUN make (stage kernels)" and "code: 137" in problem.message
     assert problem.suggestion == "full log: /x/image-gfx942.log" and "error: out of memory" in result.tail
+    lines = build.failed_step_lines(result)
+    assert lines[0] == "==> the failing step's last lines (step 3/3 RUN make):"
+    assert lines[1:] == ["  | error: out of memory", "  | ERROR: The command '/bin/sh -c make' returned a non-zero code: 137"]
 
 
 # --- images and the daemon ----------------------------------------------------------------------------
