@@ -142,3 +142,130 @@ def test_offline_check_of_a_missing_base_does_not_pull(client):
         docker_api.require_base(client, ref, offline=True, arch="cpu")
     assert "not present locally" in info.value.problems[0].message
     assert docker_api.get_image(client, ref) is None
+
+
+def test_kernel_stage_is_cached_after_a_pin_bump_read_from_the_build_output(client, tmp_path, capsys):
+    """Build the CPU image (up to its deps stage) from a copy of the project, bump a pin the kernel stage does not
+    read in a copy of lock.txt, rebuild: the daemon's own output must say the kernel stage was cached (and the
+    deps stage was not: the bump was seen). Built under a test tag and removed. The ratio is printed, not
+    asserted; on cpu the kernel stage compiles nothing, so it shows the cost of a pin bump (docs/image.md)."""
+    import dataclasses
+    import re
+    import shutil
+    import time
+
+    from rocmft.image import build
+    from rocmft.image.kernels import STAGE
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    for rel in (".dockerignore", "docker", "pyproject.toml", "README.md", "requirements", "src"):
+        src = ROOT / rel
+        (shutil.copytree(src, root / rel, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+         if src.is_dir() else shutil.copy(src, root / rel))
+    wheels = ROOT / "wheelhouse" / "cpu"
+    if not any(wheels.glob("*.whl")):
+        pytest.fail(f"no cpu wheelhouse at {wheels}: {BUILD_HINT}")
+    arch = arches.table()["cpu"]
+    base_id = docker_api.get_image(client, arch.base_image).id
+    tag = "rocmft-image-test:pin-bump"
+
+    def build_once(name: str):
+        plan = build_plan(arch, from_lock(root / "requirements" / "lock.txt"), "test", offline=True,
+                          wheelhouse=str(wheels), context=str(root), base_id=base_id,
+                          kernel_cache_root=str(tmp_path / "kernel-cache"))
+        # Up to the deps stage: it reads lock.txt, the kernel stage before it must not. The image stage after
+        # it only copies its venv (and would add a minute of CI to prove nothing more).
+        plan = dataclasses.replace(plan, tags=(tag,), target="deps")
+        started = time.monotonic()
+        result = build.run(client, plan, log_path=tmp_path / f"{name}.log")
+        assert result.ok, "\n".join(result.tail[-20:])
+        return result, time.monotonic() - started
+
+    first = again = None
+    try:
+        first, first_s = build_once("first")
+        lock = root / "requirements" / "lock.txt"
+        text = lock.read_text()
+        # A pin the image never installs (a dev tool), so the offline rebuild still resolves; a new value each
+        # run, so no earlier run's layers can answer for it.
+        bumped = re.sub(r"^(pytest==)(\S+)$", rf"\g<1>0.0.{int(time.time())}", text, count=1, flags=re.M)
+        assert bumped != text, "no pytest pin in lock.txt to bump"
+        lock.write_text(bumped)
+        again, again_s = build_once("rebuild")
+    finally:
+        if docker_api.get_image(client, tag) is not None:
+            client.images.remove(tag)
+        # The bumped deps stage is no ancestor of the image (COPY --from): remove its ~2 GB of layers too. Its
+        # untagged parents go with it up to the first layer another image still uses (the kernel stage stays).
+        # So is the first build's, when this test built it (when it was cached, it is the CI image's cache: kept).
+        built = [r for r in (first, again) if r is not None and r.stage("deps") and not r.stage("deps").cached]
+        for deps_id in (r.stage("deps").image_id for r in built):
+            if deps_id and docker_api.get_image(client, deps_id) is not None:
+                client.images.remove(deps_id)
+    kernel, deps = again.stage(STAGE), again.stage("deps")
+    assert kernel is not None and kernel.work_steps >= 2, [dataclasses.asdict(s) for s in again.stages]
+    assert kernel.cached, f"kernel stage rebuilt after a lock.txt bump: {dataclasses.asdict(kernel)}"
+    assert not deps.cached, "the deps stage did not see the bumped lock.txt"
+    with capsys.disabled():
+        print(f"\n  first build {first_s:.0f} s (kernel stage {first.stage(STAGE).seconds:.1f} s, "
+              f"{'cached' if first.stage(STAGE).cached else 'built'}); rebuild after the pin bump {again_s:.0f} s "
+              f"(kernel stage cached, {kernel.seconds:.1f} s); rebuild/first = {again_s / max(first_s, 1e-9):.2f}"
+              + ("  [the first build was warm from an earlier build of this Dockerfile]" if first.stage("deps").cached
+                 else ""))
+
+
+def test_kernel_stage_reuses_a_host_kept_wheel_and_hands_it_back(client, tmp_path):
+    """The gfx942 kernel stage, built alone on the CPU base (seconds): given a wheel kept on the host it compiles
+    nothing, records `host`, and its /kernels/wheels holds that wheel byte for byte (what `make image` copies to
+    the host after a compile, and what the deps stage installs). Built under a test tag, removed after."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from rocmft.image import build
+    from rocmft.image.kernels import STAGE
+
+    base = arches.table()["cpu"].base_image
+    plan = build_plan(arches.table()["gfx942"], from_lock(), "test", offline=True, context=str(ROOT),
+                      kernel_cache_root=str(tmp_path / "wheelhouse" / "gfx942"))
+    wheel = Path(plan.kernel_cache) / "flash_attn-2.8.3.post2-cp312-cp312-linux_x86_64.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"not a real wheel: the stage only copies it\n" * 100)
+    plan = dataclasses.replace(plan, target=STAGE, tags=("rocmft-image-test:kernels",), kernel_wheels=(str(wheel),),
+                               buildargs=MappingProxyType({**plan.buildargs, "BASE_IMAGE": base}))
+    try:
+        result = build.run(client, plan, log_path=tmp_path / "kernels.log")
+        assert result.ok, "\n".join(result.tail[-20:])
+        record = build.kernel_record(client, result.image_id)
+        files = docker_api.read_files(client, result.image_id, "/kernels/wheels")
+        again = build.run(client, plan, log_path=tmp_path / "again.log")
+    finally:
+        if docker_api.get_image(client, plan.tags[0]) is not None:
+            client.images.remove(plan.tags[0])
+    assert (record["source"], record["backend"], record["gpu_archs"], record["head_dims"]) == ("host", "ck", "gfx942",
+                                                                                                "64,128")
+    assert record["wheels"] == wheel.name and files == {wheel.name: wheel.read_bytes()}
+    assert again.stage(STAGE).cached  # the same wheel again: Docker's cache, not even a copy
+
+
+def test_a_failed_kernel_stage_ends_with_its_own_lines_and_the_log(client, tmp_path):
+    """A real failure in seconds: the gfx942 kernel stage on the CPU base, with no kept wheel and no torch to
+    build against. The report names the step and its stage, shows that step's own last lines and the log."""
+    import dataclasses
+    from types import MappingProxyType
+
+    from rocmft.image import build
+    from rocmft.image.kernels import STAGE
+
+    plan = build_plan(arches.table()["gfx942"], from_lock(), "test", offline=True, context=str(ROOT))
+    plan = dataclasses.replace(plan, target=STAGE, tags=("rocmft-image-test:fails",),
+                               buildargs=MappingProxyType({**plan.buildargs, "BASE_IMAGE": arches.table()["cpu"].base_image}))
+    result = build.run(client, plan, log_path=tmp_path / "fails.log")
+    assert not result.ok and docker_api.get_image(client, plan.tags[0]) is None
+    lines = build.failed_step_lines(result)
+    assert lines[0].startswith("==> the failing step's last lines (step ") and "RUN set -eux" in lines[0]
+    assert any("No module named 'torch'" in line for line in lines), lines
+    assert not any(line.startswith("  | Step ") for line in lines)  # only the failing step's own lines
+    problem = build.failure_report(result, plan, "make wheelhouse ARCH=gfx942").problems[0]
+    assert problem.key.endswith("(stage kernels)") and problem.suggestion == f"full log: {tmp_path / 'fails.log'}"
+    assert "No module named 'torch'" in (tmp_path / "fails.log").read_text()

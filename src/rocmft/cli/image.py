@@ -34,16 +34,37 @@ def add_arguments(parser) -> None:
     parser.add_argument("--wheelhouse", default=None, help="wheelhouse folder (default: wheelhouse/<arch>)")
     parser.add_argument("--flash-attn", choices=["auto", "skip"], default="auto",
                         help="auto: build flash-attn where the arch has a backend (CK or Triton); skip: don't")
-    parser.add_argument("--max-jobs", type=int, default=4, help="parallel compile jobs for flash-attn/DeepSpeed ops")
+    parser.add_argument("--max-jobs", type=int, default=None,
+                        help="parallel compile jobs for flash-attn (default: flash-attn's rule, one per 9 GiB "
+                             "of free RAM, at most half the CPUs)")
+    parser.add_argument("--head-dims", default="",
+                        help="flash-attn CK head dims to compile: comma list of 32,64,128,256, or `all` "
+                             "(default: those of the planner's model table)")
     parser.add_argument("--dry-run", action="store_true", help="print the build plan and exit (no Docker needed)")
     parser.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     parser.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     parser.add_argument("--verbose", action="store_true", help="echo the whole build output (it always goes to the log)")
 
 
-def make_plan(args):
+def kernel_sources(folder: Path, versions) -> tuple[str, ...]:
+    """The files of the wheelhouse an offline kernel stage compiles from: the flash-attn sdist and the build
+    tools (its context folder gets only these, never the whole wheelhouse)."""
+    from ..image.versions import canonical
+    from ..image.wheelhouse import parse_filename
+
+    wanted = {"flash-attn": versions.flash_attn}
+    wanted.update({canonical(p.split("==")[0]): p.split("==")[1] for p in versions.build_deps})
+    found = []
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        parsed = parse_filename(path.name)
+        if parsed and wanted.get(parsed[0]) == parsed[1]:
+            found.append(str(path))
+    return tuple(found)
+
+
+def make_plan(args, base_id: str = ""):
+    from ..image import kernels, wheelhouse
     from ..image import plan as image_plan
-    from ..image import wheelhouse
     from ..image.context import git_commit
     from ..image.versions import from_lock
 
@@ -51,9 +72,15 @@ def make_plan(args):
     root = paths.root()
     versions = from_lock()
     folder = Path(args.wheelhouse).resolve() if args.wheelhouse else wheelhouse.default_folder(arch.name)
-    plan = image_plan.build_plan(arch, versions, git_commit(root), offline=args.offline,
-                                 wheelhouse=str(folder) if args.offline else "", context=str(root),
-                                 flash_attn=args.flash_attn, max_jobs=args.max_jobs)
+    jobs = kernels.max_jobs(*kernels.host_resources(), override=args.max_jobs)
+    try:
+        plan = image_plan.build_plan(arch, versions, git_commit(root), offline=args.offline,
+                                     wheelhouse=str(folder) if args.offline else "", context=str(root),
+                                     flash_attn=args.flash_attn, max_jobs=jobs, head_dims=args.head_dims,
+                                     base_id=base_id, kernel_cache_root=str(folder),
+                                     kernel_sources=kernel_sources(folder, versions) if args.offline else ())
+    except ValueError as exc:
+        raise ProblemReport([Problem("", "HEAD_DIMS", str(exc), "HEAD_DIMS=64,128 or HEAD_DIMS=all")]) from None
     return arch, versions, folder, plan
 
 
@@ -70,12 +97,18 @@ def run(args) -> int:
     client = docker_api.connect()
     if not docker_api.require_base(client, plan.base_image, offline=args.offline, arch=arch.name):
         print(f"note: base image {plan.base_image} is not present locally: the daemon will pull it (several GB)")
+    else:
+        # The kernel cache key holds the base image's id, not its tag: a re-pushed tag gets new kernels.
+        arch, versions, folder, plan = make_plan(args, base_id=docker_api.get_image(client, plan.base_image).id)
     print(f"==> building {plan.tags[0]} from {plan.base_image}"
           f" ({'offline: no network, wheels from ' + str(folder) if args.offline else 'online'})", flush=True)
+    print("==> estimate: " + plan.estimate(), flush=True)
     result = build.run(client, plan, log_path=paths.cache_dir() / f"image-{arch.name}.log",
                        no_cache=args.no_cache, verbose=args.verbose)
     if not result.ok:
-        print("\n".join("  | " + line for line in result.tail[-25:]))
+        print("\n".join(build.failed_step_lines(result)))
         raise build.failure_report(result, plan, make_hint)
+    record, kept = build.keep_kernel_wheel(client, plan, result)
+    print(build.kernel_line(record, kept, result.stage("kernels")))
     print("\n".join(build.summary_lines(plan, result, client.images.get(result.image_id))))
     return 0

@@ -32,9 +32,14 @@ def run(args) -> int:
         hint = f"build it: make image ARCH={ref}" if not args.image else "check the name: docker images"
         what = f"image {ref}" if args.image else f"no rocmft image for {ref} (rocmft:<version>-{ref} or rocmft:{ref})"
         raise ProblemReport([Problem("", "IMAGE" if args.image else "ARCH", f"{what} is not present locally", hint)])
+    from ..image.build import kernel_record
+    from ..image.info import kernel_lines
+    from ..image.kernels import RECORD_IN_IMAGE
+
+    record = kernel_record(client, image.id, RECORD_IN_IMAGE)
     if args.json:
-        data = {"id": image.id, "tags": image.tags, "labels": docker_api.image_labels(image)}
+        data = {"id": image.id, "tags": image.tags, "labels": docker_api.image_labels(image), "kernel": record}
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
-        print("\n".join(info_lines(image)))
+        print("\n".join([*info_lines(image), *kernel_lines(record)]))
     return 0

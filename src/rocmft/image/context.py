@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
+from .kernels import CONTEXT_KERNELS
 from .plan import CONTEXT_WHEELHOUSE, BuildPlan
 
 
@@ -24,7 +25,8 @@ def project_files(root: Path, dockerfile: str) -> list[str]:
     from docker.utils.build import exclude_paths  # lazy: the docker SDK is only needed to build
 
     # Wheelhouses never come from the project walk: only the chosen one is added, by `members`.
-    patterns = [*ignore_patterns(root), "wheelhouse"]
+    # Nor the kernel stage's folder: `kernel_members` alone fills it.
+    patterns = [*ignore_patterns(root), "wheelhouse", CONTEXT_KERNELS]
     return sorted(exclude_paths(str(root), patterns, dockerfile=dockerfile))
 
 
@@ -35,6 +37,13 @@ def wheelhouse_files(plan: BuildPlan) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
+def kernel_members(plan: BuildPlan) -> list[tuple[str, Path | None]]:
+    """The context's `kernels/` folder: the kernel stage's only COPY. The host-kept wheel when there is one,
+    else (offline) the flash-attn sdist and build tools; never anything of the project."""
+    files = [Path(p) for p in (plan.kernel_wheels or plan.kernel_sources)]
+    return [(CONTEXT_KERNELS, None), *((f"{CONTEXT_KERNELS}/{p.name}", p) for p in files)]
+
+
 def members(plan: BuildPlan) -> list[tuple[str, Path | None]]:
     """(name in the context, host path) pairs; host path None = an empty folder entry."""
     root = Path(plan.context)
@@ -43,7 +52,7 @@ def members(plan: BuildPlan) -> list[tuple[str, Path | None]]:
     # The folder always exists (the Dockerfile COPYs it); it holds wheels only for offline builds.
     out += [("wheelhouse", None), (inside, None)]
     out += [(f"{inside}/{p.name}", p) for p in wheelhouse_files(plan)]
-    return out
+    return out + kernel_members(plan)
 
 
 def write(plan: BuildPlan, fileobj: IO[bytes] | None = None) -> IO[bytes]:

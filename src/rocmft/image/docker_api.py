@@ -85,3 +85,29 @@ def require_base(client, base_image: str, *, offline: bool, arch: str) -> bool:
                "`docker load` it here; or build without OFFLINE=1")
     raise ProblemReport([Problem("docker/arches.yaml", key,
                                  f"base image {base_image} is not present locally, and OFFLINE=1 never pulls", fix)])
+
+
+def read_files(client, image_ref: str, path: str) -> dict[str, bytes]:
+    """The regular files under `path` in an image (name -> bytes), read from a created, never started,
+    container: nothing runs, so it works for a ROCm image on a host without GPUs. {} when absent."""
+    import io
+    import tarfile
+
+    from docker.errors import NotFound
+
+    container = client.containers.create(image_ref, command=["true"], entrypoint=[], network_disabled=True)
+    try:
+        try:
+            stream, _ = container.get_archive(path)
+        except NotFound:
+            return {}
+        buffer = io.BytesIO(b"".join(stream))
+        out: dict[str, bytes] = {}
+        with tarfile.open(fileobj=buffer) as tar:
+            for member in tar.getmembers():
+                if member.isreg():
+                    handle = tar.extractfile(member)
+                    out[member.name.rsplit("/", 1)[-1]] = handle.read() if handle else b""
+        return out
+    finally:
+        container.remove(force=True)

@@ -38,3 +38,25 @@ def info_lines(image) -> list[str]:
         f"  id        {image.id.split(':')[-1][:12]}  {size:.2f} GB, created {attrs.get('Created', '?')[:19]}",
         *label_lines(image),
     ]
+
+
+_SOURCES = {"built": "compiled in the image's build", "host": "a wheel kept on the build host (compiled by an earlier build)",
+            "base": "the base image's own"}
+
+
+def kernel_lines(record: dict) -> list[str]:
+    """Where the image's kernel wheel came from and how long its stage took (/opt/rocmft/kernels.json)."""
+    if not record:
+        return ["  kernel    (no record: built before the kernel stage existed)"]
+    from .kernels import fmt_duration
+
+    source = record.get("source", "?")
+    out = ["  kernel",
+           f"    source     {source}: " + (f"{_SOURCES[source]} - " if source in _SOURCES else "") + record.get("detail", ""),
+           f"    stage took {fmt_duration(float(record.get('seconds') or 0))}"]
+    if record.get("backend", "none") != "none":
+        out.append(f"    flash-attn {record.get('version')} ({record.get('backend')}, {record.get('gpu_archs')}), "
+                   f"head dims {record.get('head_dims') or '-'}, MAX_JOBS {record.get('max_jobs')}")
+    if record.get("wheels"):
+        out.append(f"    wheel      {record['wheels']}")
+    return out

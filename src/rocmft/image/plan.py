@@ -7,12 +7,15 @@ would do, and the unit tests pin it per arch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
 from .. import __version__
 from ..arches import Arch
+from . import kernels as kernel_stage
+from .kernels import KernelSpec, MaxJobs
 from .versions import Versions
 
 REPOSITORY = "rocmft"
@@ -21,13 +24,13 @@ TARGET = "image"
 LABEL_PREFIX = "ai.rocmft."
 # Where the wheelhouse sits inside the build context (whatever folder it came from on the host).
 CONTEXT_WHEELHOUSE = "wheelhouse/{arch}"
-# DeepSpeed ops compiled into ROCm images (no GPU needed; everything else JIT-compiles on first use).
-# Not CPU_ADAM: DeepSpeed's op_builder/builder.py compiles CPU ops with -march=native and the SIMD flags
+# No DeepSpeed op is prebuilt. FUSED_ADAM would only load for a DeepSpeed config with an `optimizer` block,
+# and no shipped ds_configs/*.json has one: the HF Trainer passes its own torch AdamW (docs/image.md).
+# CPU_ADAM never: DeepSpeed's op_builder/builder.py compiles CPU ops with -march=native and the SIMD flags
 # of the machine running `docker build` (DeepSpeed issue #1886), so a prebuilt one can die with an illegal
-# instruction on a run host without AVX-512. It JIT-compiles on the run host instead (the base has the
-# toolchain; TORCH_EXTENSIONS_DIR caches it), once, on the first offload run.
-# The cpu arch builds none: its minimal base has no compiler (CPU ZeRO JIT needs one, see docs/image.md).
-GPU_DS_OPS = ("FUSED_ADAM",)
+# instruction on a run host without AVX-512. It JIT-compiles on the run host (the base has the toolchain;
+# TORCH_EXTENSIONS_DIR caches it), once, on the first offload run.
+DEEPSPEED_OPS_LABEL = "none (JIT-compiled on first use)"
 FLASH_ATTN_MODES = ("auto", "skip")
 
 
@@ -49,13 +52,49 @@ class BuildPlan:
     buildargs: Mapping[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The kernel stage: its cache key, the host folder its wheel is kept in, and the wheels found there.
+    kernel: KernelSpec | None = None
+    max_jobs: MaxJobs = MaxJobs(1, "")
+    head_dims_why: str = ""
+    kernel_cache: str = ""  # wheelhouse/<arch>/kernels/<key>/ on the host
+    kernel_wheels: tuple[str, ...] = ()  # host-kept wheels the kernel stage reuses (none: it builds)
+    kernel_sources: tuple[str, ...] = ()  # offline: the flash-attn sdist + build tools from the wheelhouse
 
     def to_dict(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["buildargs"] = dict(self.buildargs)
         data["labels"] = dict(self.labels)
         data["tags"] = list(self.tags)
+        data["kernel"] = {**asdict(self.kernel), "key": self.kernel.key()} if self.kernel else None
+        data["max_jobs"] = asdict(self.max_jobs)
+        data["kernel_wheels"] = list(self.kernel_wheels)
+        data["kernel_sources"] = list(self.kernel_sources)
         return data
+
+    def estimate(self) -> str:
+        """The kernel stage's expected cost, printed before a build starts."""
+        if self.kernel is None:
+            return ""
+        return kernel_stage.estimate_line(self.kernel, self.max_jobs, [Path(w) for w in self.kernel_wheels],
+                                          self.head_dims_why)
+
+    def kernel_lines(self) -> list[str]:
+        k = self.kernel
+        if k is None:
+            return []
+        dims = ",".join(map(str, k.head_dims)) if k.head_dims else "-"
+        return [
+            f"  kernel stage `{kernel_stage.STAGE}` (built once; its cache key is only these inputs)",
+            f"    base image   {k.base_image}",
+            f"    kernel       flash-attn {k.version or '-'} backend {k.backend}, GPU_ARCHS {k.gpu_archs or '-'}",
+            f"    head dims    {dims}" + (f"  ({self.head_dims_why})" if k.compiles else ""),
+            f"    MAX_JOBS     {self.max_jobs.value}" + (f"  ({self.max_jobs.why})" if k.compiles else "  (nothing to compile)"),
+            f"    key          {k.key()}  (never lock.txt, src/, recipes/)",
+            f"    host cache   {self.kernel_cache or '-'}"
+            + (f": {', '.join(Path(w).name for w in self.kernel_wheels)}" if self.kernel_wheels else ""),
+            "    " + self.estimate(),
+            f"  deepspeed ops  {DEEPSPEED_OPS_LABEL}",
+        ]
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -69,6 +108,7 @@ class BuildPlan:
             f"  network      {'none (offline: installs only from the wheelhouse)' if self.offline else 'default'}",
             f"  wheelhouse   {self.wheelhouse or '(none: packages come from the index)'}",
             f"  tags         {', '.join(self.tags)}",
+            *self.kernel_lines(),
             "  build args",
         ]
         width = max(len(k) for k in self.buildargs)
@@ -98,15 +138,24 @@ def flash_attn_label(arch: Arch, versions: Versions, mode: str) -> str:
 
 
 def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wheelhouse: str = "",
-               context: str = ".", flash_attn: str = "auto", max_jobs: int = 4) -> BuildPlan:
-    """The whole build, decided: nothing here touches Docker, the disk or the network."""
-    _, bnb = kernels(arch, versions, flash_attn)
+               context: str = ".", flash_attn: str = "auto", max_jobs: MaxJobs | int = 1, head_dims: str = "",
+               base_id: str = "", kernel_cache_root: str = "", kernel_sources: tuple[str, ...] = ()) -> BuildPlan:
+    """The whole build, decided: nothing here touches Docker or the network (the host cache is a listing).
+    kernel_cache_root: the arch's wheelhouse folder, whose kernels/<key>/ keeps the compiled wheel;
+    kernel_sources: host files the kernel stage may compile from (offline: the flash-attn sdist, build tools)."""
+    built_backend, bnb = kernels(arch, versions, flash_attn)
+    jobs = max_jobs if isinstance(max_jobs, MaxJobs) else MaxJobs(max_jobs, "given")
+    dims, dims_why = kernel_stage.head_dims_for_build(head_dims)
+    spec = kernel_stage.spec_for(arch, versions, built_backend, dims, base_id)
+    if not spec.compiles:
+        jobs = MaxJobs(0, "nothing to compile")
+    cache = kernel_stage.cache_folder(Path(kernel_cache_root), spec) if kernel_cache_root else None
+    wheels = tuple(str(p) for p in kernel_stage.cached_wheels(Path(kernel_cache_root), spec)) if cache else ()
     gpu = arch.is_gpu
     # cpu: the lock's CPU torch (the arch table repeats it for readers; a unit test keeps them equal).
     torch_version = (arch.torch or "") if gpu else versions.torch_cpu
     # FLASH_ATTN_BACKEND is the arch's (the image label and self-check tell skipped from absent).
     backend = kernels(arch, versions, "auto")[0]
-    ds_ops = " ".join(GPU_DS_OPS) if gpu else ""
     rocm = arch.rocm if gpu and arch.rocm else "none"
     buildargs = {
         "BASE_IMAGE": arch.base_image,
@@ -120,7 +169,6 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         "LLAMAFACTORY_VERSION": versions.llamafactory,
         "DEEPSPEED_VERSION": versions.deepspeed,
         "DS_ACCELERATOR": "cuda" if gpu else "cpu",  # DeepSpeed's name for the CUDA/HIP accelerator
-        "DS_BUILD_OPS": ds_ops,
         "FLASH_ATTN": flash_attn,
         "FLASH_ATTN_BACKEND": backend,
         "FLASH_ATTN_VERSION": versions.flash_attn,
@@ -131,7 +179,10 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         "BITSANDBYTES_VERSION": bnb,
         "BITSANDBYTES_LABEL": bnb or "none",
         "BUILD_DEPS": " ".join(versions.build_deps),
-        "MAX_JOBS": str(max_jobs),
+        # The kernel stage's inputs (with BASE_IMAGE, FLASH_ATTN_VERSION, GPU_ARCHS, BUILD_DEPS, OFFLINE).
+        "KERNEL_BACKEND": spec.backend,
+        "FLASH_ATTN_HEAD_DIMS": ",".join(map(str, dims)) if spec.compiles else "",
+        "MAX_JOBS": str(jobs.value),
         "OFFLINE": "1" if offline else "0",
         "WHEELHOUSE": CONTEXT_WHEELHOUSE.format(arch=arch.name),
         "PROJECT_VERSION": versions.project,
@@ -151,7 +202,6 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         LABEL_PREFIX + "torch": torch_version,
         LABEL_PREFIX + "llamafactory": versions.llamafactory,
         LABEL_PREFIX + "deepspeed": versions.deepspeed,
-        LABEL_PREFIX + "deepspeed_ops": ds_ops,
         LABEL_PREFIX + "flash_attn": buildargs["FLASH_ATTN_LABEL"],
         LABEL_PREFIX + "bitsandbytes": buildargs["BITSANDBYTES_LABEL"],
         LABEL_PREFIX + "offline": buildargs["OFFLINE"],
@@ -171,4 +221,10 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         buildargs=MappingProxyType(buildargs),
         tags=tuple(tags(arch.name, versions.project)),
         labels=MappingProxyType(labels),
+        kernel=spec,
+        max_jobs=jobs,
+        head_dims_why=dims_why,
+        kernel_cache=str(cache) if cache else "",
+        kernel_wheels=wheels,
+        kernel_sources=() if wheels or spec.backend == "none" else tuple(kernel_sources),
     )

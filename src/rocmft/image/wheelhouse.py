@@ -193,7 +193,18 @@ def run(plan: WheelhousePlan, *, make_hint: str, out=sys.stdout) -> int:
     check(plan, make_hint=make_hint)
     total = sum((folder / f).stat().st_size for f in files)
     print(f"==> {folder}: {len(files)} files, {total / 1e6:.0f} MB in {time.monotonic() - started:.0f} s", file=out)
+    kept = kept_kernel_wheels(folder)
+    if kept:
+        # Compiled by an earlier `make image` here: a copy of this folder carries them to an air-gapped host.
+        print(f"==> kernel wheels kept from earlier builds (reused, never recompiled): "
+              f"{', '.join(str(p.relative_to(folder)) for p in kept)}", file=out)
     return 0
+
+
+def kept_kernel_wheels(folder: Path) -> list[Path]:
+    from .kernels import CONTEXT_KERNELS
+
+    return sorted((folder / CONTEXT_KERNELS).glob("*/*.whl"))
 
 
 def default_folder(arch: str) -> Path:

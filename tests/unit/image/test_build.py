@@ -110,6 +110,20 @@ def test_consume_reports_the_failed_step():
     assert report.problems[0].key == "peft==0.18.1" and "make wheelhouse ARCH=cpu" in report.problems[0].suggestion
 
 
+def test_a_failed_step_names_its_stage_and_the_log():
+    events = stream("Step 1/3 : FROM x AS base\n", "Step 2/3 : FROM base AS kernels\n", "Step 3/3 : RUN make\n",
+                    "error: out of memory\n", extra=[{"error": "The command '/bin/sh -c make' returned a non-zero code: 137"}])
+    result = build.consume(events, build.StepDisplay(io.StringIO()), io.StringIO())
+    result.log = "/x/image-gfx942.log"
+    plan = build_plan(arches.table()["gfx942"], VERSIONS, "c", offline=False)
+    problem = build.failure_report(result, plan, "make wheelhouse ARCH=gfx942").problems[0]
+    assert problem.key == "step 3/3 RUN make (stage kernels)" and "code: 137" in problem.message
+    assert problem.suggestion == "full log: /x/image-gfx942.log" and "error: out of memory" in result.tail
+    lines = build.failed_step_lines(result)
+    assert lines[0] == "==> the failing step's last lines (step 3/3 RUN make):"
+    assert lines[1:] == ["  | error: out of memory", "  | ERROR: The command '/bin/sh -c make' returned a non-zero code: 137"]
+
+
 # --- images and the daemon ----------------------------------------------------------------------------
 
 class FakeImage:

@@ -36,19 +36,19 @@ def test_gfx942_plan_is_pinned():
         "BUILD_DEPS": "setuptools==84.2.1 wheel==0.48.0",
         "DEEPSPEED_VERSION": "0.19.8",
         "DS_ACCELERATOR": "cuda",
-        # No CPU_ADAM: DeepSpeed's op_builder/builder.py compiles it with -march=native for the build host
-        # (https://github.com/deepspeedai/DeepSpeed/issues/1886); it JIT-compiles on the run host.
-        "DS_BUILD_OPS": "FUSED_ADAM",
         "FLASH_ATTN": "auto",
         # flash-attn 2.8.3 flash_attn/flash_attn_interface.py reads it at import: FALSE = the CK extension.
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "FALSE",
         "FLASH_ATTN_BACKEND": "ck",
+        # The planner's model table has head dims 64 and 128 only (flash-attn 2.8.3 setup.py: OPT_DIM).
+        "FLASH_ATTN_HEAD_DIMS": "64,128",
         "FLASH_ATTN_LABEL": "ck-2.8.3.post2 (gfx942)",
         "FLASH_ATTN_VERSION": "2.8.3.post2",
         "GIT_COMMIT": COMMIT,
         "GPU_ARCHS": "gfx942",
+        "KERNEL_BACKEND": "ck",
         "LLAMAFACTORY_VERSION": "0.9.5",
-        "MAX_JOBS": "4",
+        "MAX_JOBS": "1",
         "OFFLINE": "0",
         "PROJECT_VERSION": "0.1.0",
         "PYTHON_VERSION": "3.12",
@@ -75,7 +75,7 @@ def test_gfx1100_plan_is_pinned():
     assert args["FLASH_ATTN_BACKEND"] == "triton"
     assert args["FLASH_ATTN_LABEL"] == "triton-2.8.3.post2 (gfx1100)"
     assert (args["TORCH_FROM"], args["TORCH_VERSION"], args["ROCM_VERSION"]) == ("base", "2.10.0", "7.2.4")
-    assert (args["DS_ACCELERATOR"], args["DS_BUILD_OPS"]) == ("cuda", "FUSED_ADAM")
+    assert args["DS_ACCELERATOR"] == "cuda" and "DS_BUILD_OPS" not in args  # no prebuilt DeepSpeed op
     # flash-attn 2.8.3 flash_attn_interface.py: USE_TRITON_ROCM = os.getenv("FLASH_ATTENTION_TRITON_AMD_ENABLE")
     # at import, so the image's runtime ENV (this build arg) must say TRUE for a Triton build.
     assert args["FLASH_ATTENTION_TRITON_AMD_ENABLE"] == "TRUE"
@@ -84,8 +84,10 @@ def test_gfx1100_plan_is_pinned():
     # Everything but the arch-specific values is the same as gfx942's: one Dockerfile, one recipe.
     other = dict(plan_for("gfx942").buildargs)
     differing = {k for k in args if args[k] != other[k]}
+    # The Triton backend compiles nothing: no head dims, no compile jobs.
     assert differing == {"ARCH", "PYTORCH_ROCM_ARCH", "GPU_ARCHS", "FLASH_ATTN_BACKEND", "FLASH_ATTN_LABEL", "WHEELHOUSE",
-                         "FLASH_ATTENTION_TRITON_AMD_ENABLE"}
+                         "FLASH_ATTENTION_TRITON_AMD_ENABLE", "KERNEL_BACKEND", "FLASH_ATTN_HEAD_DIMS", "MAX_JOBS"}
+    assert (args["KERNEL_BACKEND"], args["FLASH_ATTN_HEAD_DIMS"], args["MAX_JOBS"]) == ("triton", "", "0")
 
 
 def test_dry_run_plans_show_the_runtime_flash_attn_variable():
@@ -104,7 +106,7 @@ def test_cpu_offline_plan():
     assert plan.wheelhouse == "/somewhere/wheelhouse/cpu" and args["WHEELHOUSE"] == "wheelhouse/cpu"
     assert args["BASE_IMAGE"] == "rocmft-base:cpu"
     assert (args["TORCH_FROM"], args["TORCH_VERSION"]) == ("wheels", "2.13.0")
-    assert (args["DS_ACCELERATOR"], args["DS_BUILD_OPS"], args["ROCM_VERSION"]) == ("cpu", "", "none")
+    assert (args["DS_ACCELERATOR"], args["ROCM_VERSION"]) == ("cpu", "none") and "DS_BUILD_OPS" not in args
     assert args["FLASH_ATTN_BACKEND"] == "none" and args["BITSANDBYTES_VERSION"] == ""
     assert plan.labels[LABEL_PREFIX + "flash_attn"] == "none (no flash-attn backend for cpu)"
 
