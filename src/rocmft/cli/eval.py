@@ -40,8 +40,10 @@ def plan_for(args, env=None):
         train = yaml.safe_load((s.target.run_dir / "train.yaml").read_text()) or {}
         try:
             registry = eval_plan.registry_for(paths.root(), train) if args.data else {}
-            if rows is not None:
-                return s, eval_plan.build(s.target, train, rows=rows, data=args.data, registry=registry)
+            built = eval_plan.build(s.target, train, rows=rows or eval_plan.DEFAULT_ROWS, data=args.data,
+                                    registry=registry)
+            if not problems:
+                return s, built
         except ProblemReport as report:
             problems += report.problems
     raise ProblemReport(problems)
