@@ -97,7 +97,7 @@ def build(target: Target, train: Mapping[str, Any], *, rows: int, data: str | No
             common.pop(key, None)
         common["eval_dataset"] = data
     common.update({"stage": "sft", "do_train": False, "template": target.template, "report_to": "none",
-                   "per_device_eval_batch_size": EVAL_BATCH, "overwrite_output_dir": True})
+                   "per_device_eval_batch_size": EVAL_BATCH})
     common.update(target.carried)
     models = {"base": {"model_name_or_path": str(train.get("model_name_or_path") or target.model)},
               "tuned": {"model_name_or_path": target.model}}

@@ -140,3 +140,15 @@ def test_in_docker_the_job_is_the_checkouts_module_in_the_arch_container_without
     assert spec.devices == ("/dev/kfd", "/dev/dri")
     assert [m.read_only for m in spec.mounts if m.source == str(runs_dir)] == [True]
     assert spec.labels["ai.rocmft.serve"] == "eval"
+
+
+def test_generation_rows_are_cut_after_llamafactorys_split_not_before():
+    """The job caps the eval rows LLaMA-Factory's get_dataset returns (its max_samples would cut the raw rows
+    before the split and so hold out other rows)."""
+    datasets = pytest.importorskip("datasets", reason="the CPU training stack (make setup) is not installed")
+    from rocmft.evaluate.job import _capped_loader
+
+    held_out = datasets.Dataset.from_dict({"input_ids": [[i] for i in range(15)]})
+    loader = _capped_loader(lambda *a, **k: {"train_dataset": None, "eval_dataset": held_out}, 8)
+    assert loader()["eval_dataset"]["input_ids"] == [[i] for i in range(8)]  # the first 8 of the split, in order
+    assert _capped_loader(lambda: {"eval_dataset": held_out}, 50)()["eval_dataset"] is held_out
