@@ -114,6 +114,6 @@ def _local(plan, arch, verbose: bool):
     from ..serve import local
 
     proc = subprocess.run(local.argv(plan), env=local.environment(plan, arch, os.environ), cwd=paths.root(),
-                          stdout=subprocess.PIPE, stderr=None if verbose else subprocess.PIPE)
+                          stdout=subprocess.PIPE, stderr=None if verbose else subprocess.PIPE, check=False)
     tail = [] if verbose else (proc.stderr or b"").decode("utf-8", "replace").splitlines()[-30:]
     return proc.returncode, proc.stdout.decode("utf-8", "replace"), tail

@@ -48,8 +48,8 @@ def _cell(value: Any) -> str:
 
 def markdown(report: Mapping[str, Any]) -> str:
     lines = [f"# eval: {report['run']}", "",
-             f"Base `{report['base_model']}` vs tuned ({report['tuned_model']}), on {report['data']} rows "
-             f"(generation: greedy, up to {report['rows']} rows).", "",
+             (f"Base `{report['base_model']}` vs tuned ({report['tuned_model']}), on {report['data']} rows "
+              f"(generation: greedy, up to {report['rows']} rows)."), "",
              "| metric | base | tuned |", "|---|---|---|"]
     for key in ("eval_loss", "perplexity", *GENERATION_METRICS, "generated_rows"):
         lines.append(f"| {key} | {_cell(report['base'].get(key))} | {_cell(report['tuned'].get(key))} |")

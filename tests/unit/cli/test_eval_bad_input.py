@@ -27,8 +27,8 @@ def errors(proc) -> list[str]:
 def test_a_run_with_nothing_saved(env, tmp_path):
     make_run(tmp_path / "runs", "broken", state="failed", adapter=False, val_size=0.1)
     assert errors(rocmft("eval", "broken", env=env)) == [
-        f"error: RUN: {tmp_path}/runs/broken has no adapter to load: the run ended failed before its first save "
-        "(it saves every 6 steps) (pick a run that saved one: `make runs`)"]
+        (f"error: RUN: {tmp_path}/runs/broken has no adapter to load: the run ended failed before its first save "
+         "(it saves every 6 steps) (pick a run that saved one: `make runs`)")]
     assert not (tmp_path / "runs" / "broken" / "eval.json").exists()
 
 
@@ -45,7 +45,7 @@ def test_make_eval_refuses_in_one_line(env, tmp_path, var):
     make_run(tmp_path / "runs", "ok", val_size=0.1)
     env = {k: v for k, v in env.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     args = ["make", "-s", "eval", *([] if var.startswith("RUN=") else ["RUN=ok"]), var]
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [line for line in proc.stderr.splitlines() if not line.startswith("make: ***")]
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr

@@ -117,7 +117,7 @@ def test_the_report_puts_base_and_tuned_side_by_side(runs_dir, tmp_path):
     assert r["base"]["perplexity"] == pytest.approx(math.exp(7.5)) and r["tuned"]["eval_loss"] == 4.0
     assert r["tuned"]["bleu-4"] == 20.0 and r["base"]["rouge-2"] is None and r["tuned"]["generated_rows"] == 4
     assert r["examples"] == [{"prompt": "Who are you?", "reference": "rocmft", "base": "x", "tuned": "rocmft"}]
-    json_path, md_path = report.write(tmp_path, r)
+    _json_path, md_path = report.write(tmp_path, r)
     assert report.tuned_loss(tmp_path) == 4.0
     assert "| eval_loss | 7.5 | 4 |" in md_path.read_text() and "- tuned: rocmft" in md_path.read_text()
     assert report.tuned_loss(tmp_path / "nothing") is None
