@@ -2,9 +2,12 @@
 #   make chat RUN=last PROMPT="hi"           one answer on stdout (no PROMPT: an interactive chat)
 #   make serve RUN=last PORT=8000            http://127.0.0.1:8000/v1 until Ctrl-C, behind a key (export API_KEY, else generated)
 #   make webui                               LlamaBoard on http://127.0.0.1:7860 (ARCH=, in its container)
+#   make eval RUN=last                       base vs tuned on the held-out rows: eval.json + eval.md in the run dir
 # Each runs where the run trained (RUNTIME=local|docker to choose), with the run's own template.
-.PHONY: chat serve webui
+.PHONY: chat serve webui eval
 PORT ?=
+DATA ?=
+N ?=
 # HOST and PROMPT count only when given on make's command line ($(call from_cmdline,...)): zsh keeps HOST
 # (the machine's name) and PROMPT (its prompt string) as shell variables, and one exported by a profile must
 # not become a bind address or a question.
@@ -22,3 +25,7 @@ serve: host ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HO
 webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1, beyond it a login: WEBUI_PASSWORD; GPU arches in their container)
 	$(call stack_when_local,webui $(call opt,--arch,$(ARCH)) $(SERVE_FLAGS))
 	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
+
+eval: host ## did it help? a run vs its base model on held-out rows: eval loss, perplexity, BLEU-4/ROUGE (RUN=, DATA=<registered dataset>, N=50 rows generated, RUNTIME=)
+	$(call stack_when_local,eval $(call q,$(or $(RUN),last)) $(SERVE_FLAGS))
+	@$(ROCMFT) eval $(call q,$(or $(RUN),last)) $(call opt,--data,$(DATA)) $(call opt,--rows,$(N)) $(SERVE_FLAGS)

@@ -65,6 +65,14 @@ def test_sft_then_dpo_from_its_adapter_then_chat(env, sft):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert chat.returncode == 0 and chat.stdout.strip(), chat.stdout + chat.stderr
     assert f"adapter {sft}/output,{run}/output" in chat.stderr  # the SFT adapter, then the DPO one
+    # make eval on a DPO run: its held-out rows are pairs, so an SFT dataset is named; base = no adapter at all
+    evaluated = subprocess.run(["make", "-s", "eval", "RUN=last", "DATA=demo_alpaca", "N=2"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=600, check=False)
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr[-3000:]
+    report = json.loads((run / "eval.json").read_text())
+    assert report["data"] == "demo_alpaca" and report["tuned_model"].endswith(f"adapter {sft}/output,{run}/output")
+    assert all(math.isfinite(report[side]["eval_loss"]) and report[side]["generated_rows"] == 2
+               for side in ("base", "tuned")), report
     listing = rocmft("runs", env=env).stdout
     assert any(line.split()[:3] == ["dpo", "tiny-cpu-dpo", "dpo"] and "reward accuracy" in line
                for line in listing.splitlines()), listing

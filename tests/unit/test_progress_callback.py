@@ -5,7 +5,7 @@ import types
 
 from transformers import TrainerControl, TrainerState
 
-from rocmft.callbacks.progress import ProgressCallback, plot_losses
+from rocmft.callbacks.progress import ProgressCallback, eval_points, plot_losses
 from rocmft.launch import events
 
 
@@ -62,6 +62,19 @@ def test_the_plot_needs_two_finite_losses(tmp_path):
         fh.write(events.encode({"event": "step", "step": 3, "loss": 5.5}))
     png = plot_losses(tmp_path, out)
     assert png == out / "training_loss.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_plot_has_the_held_out_rows_eval_loss_where_the_run_logged_it(tmp_path):
+    out = tmp_path / "output"
+    out.mkdir()
+    (out / "trainer_log.jsonl").write_text(
+        '{"current_steps": 1, "loss": 6.0}\n{"current_steps": 6, "eval_loss": 5.9}\nnot json\n'
+        '{"current_steps": 12, "eval_loss": NaN}\n{"current_steps": 12, "eval_loss": 5.1}\n')
+    assert eval_points(out) == [(6, 5.9), (12, 5.1)]
+    assert eval_points(tmp_path / "none") == []
+    events.path(tmp_path).write_text("".join(events.encode({"event": "step", "step": i, "loss": 6.0 - i / 10})
+                                             for i in range(1, 13)))
+    assert plot_losses(tmp_path, out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_worker_registers_progress_first(tmp_path, monkeypatch):

@@ -72,8 +72,8 @@ def test_listing_reads_the_progress_events(runs_dir, capsys):
     assert info.tokens_per_s_per_gpu == 2000.0  # 8000 tokens in 2 s over 2 GPUs
     assert cli_runs.run(type("A", (), {"last": 0})()) == 0
     header, row = capsys.readouterr().out.splitlines()[:2]
-    assert header.split()[:7] == ["RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU"]
-    assert row.split()[:7] == ["r3", "tiny", "sft", "running", "2/20", "3.5000", "2,000"]
+    assert header.split()[:8] == ["RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "EVAL", "TOK/S/GPU"]
+    assert row.split()[:8] == ["r3", "tiny", "sft", "running", "2/20", "3.5000", "-", "2,000"]  # no `make eval` yet
 
 
 def test_listing_names_each_run_s_stage_and_a_dpo_run_s_reward_accuracy(runs_dir, capsys):

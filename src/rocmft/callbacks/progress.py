@@ -115,8 +115,29 @@ class ProgressCallback(TrainerCallback):
         })
 
 
+def eval_points(output_dir: Path | str) -> list[tuple[int, float]]:
+    """(step, eval_loss) from LLaMA-Factory's trainer_log.jsonl: the held-out rows' loss at each eval."""
+    import json
+
+    points = []
+    try:
+        lines = (Path(output_dir) / "trainer_log.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        loss = entry.get("eval_loss") if isinstance(entry, dict) else None
+        if isinstance(loss, (int, float)) and math.isfinite(loss) and "current_steps" in entry:
+            points.append((int(entry["current_steps"]), float(loss)))
+    return points
+
+
 def plot_losses(run_dir: Path | str, output_dir: Path | str) -> Path | None:
-    """`<output_dir>/training_loss.png` from the run's events, when they hold at least two finite losses.
+    """`<output_dir>/training_loss.png` from the run's events, when they hold at least two finite losses,
+    with the eval loss of the held-out rows (val_size) where the run logged one.
 
     Drawn here rather than by LLaMA-Factory's plot_loss, which also looks for eval metrics a train-only run
     never has and warns about each; this plot also exists for a run the watchdog stopped.
@@ -139,6 +160,9 @@ def plot_losses(run_dir: Path | str, output_dir: Path | str) -> Path | None:
     figure = plt.figure()
     plt.plot(steps, losses, color="#1f77b4", alpha=0.4, label="original")
     plt.plot(steps, smoothed, color="#1f77b4", label="smoothed")
+    held_out = eval_points(output_dir)
+    if held_out:  # the rows val_size held out, evaluated every eval_steps
+        plt.plot(*zip(*held_out), color="#ff7f0e", marker="o", label="eval loss (held-out rows)")
     plt.title(f"training loss of {Path(run_dir).name}")
     plt.xlabel("step")
     plt.ylabel("loss")

@@ -54,13 +54,14 @@ def _attempts_note(status: dict) -> list[str]:
 
 def run(args) -> int:
     from .. import runs
+    from ..evaluate.report import tuned_loss
 
     infos = runs.all_runs()
     if args.last:
         infos = infos[-args.last:]
     left, active, note = _containers()
     left_by_run = {c.run: c for c in left}
-    rows = [("RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "TOK/S/GPU", "TIME", "STARTED (UTC)", "NOTE")]
+    rows = [("RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "EVAL", "TOK/S/GPU", "TIME", "STARTED (UTC)", "NOTE")]
     for info in infos:
         status = runs.read_status(info.path)
         state = info.state.upper() if info.state in ("diverged", "failed") else info.state
@@ -85,9 +86,11 @@ def run(args) -> int:
             c = left_by_run[path]
             extra.append(f"container {c.name} {c.status}, launcher gone: {c.fix}")
         loss = f"{info.final_loss:.4f}" if info.final_loss is not None else "-"
+        evaluated = tuned_loss(info.path)  # the tuned model's, from the last `make eval`
+        eval_loss = f"{evaluated:.4f}" if evaluated is not None else "-"
         tps = f"{info.tokens_per_s_per_gpu:,.0f}" if info.tokens_per_s_per_gpu else "-"
         steps = f"{info.last_step}/{info.max_steps or '?'}" if info.last_step is not None else "-"
-        rows.append((info.path.name, info.recipe, info.stage, state, steps, loss, tps, _duration(info.duration_s),
+        rows.append((info.path.name, info.recipe, info.stage, state, steps, loss, eval_loss, tps, _duration(info.duration_s),
                      runs.utc_iso(info.started), "; ".join(extra)))
     if len(rows) == 1:
         print("no runs yet: `make demo` trains the tiny model, `make train RECIPE=...` a recipe")

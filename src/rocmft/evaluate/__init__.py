@@ -1,0 +1,1 @@
+"""`make eval RUN=...`: a run against its base model on held-out rows, by LLaMA-Factory's own eval and predict."""

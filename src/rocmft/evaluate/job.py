@@ -1,0 +1,77 @@
+"""`python -m rocmft.evaluate.job --spec=JSON`: the eval passes, run where the model runs (this venv or the
+arch's image), by LLaMA-Factory's own SFT workflow (`run_exp` with do_eval / do_predict). Prints one JSON
+object on stdout (metrics and example answers per pass); every library line goes to stderr, as in serve/ask.py.
+The run dir is not written here: the host writes eval.json from this output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def _capped_loader(get_dataset, rows: int):
+    """LLaMA-Factory's get_dataset with the eval rows cut to the first `rows`. It has no max-predict-rows
+    setting, and its `max_samples` cuts the raw rows before the split, which would hold out other rows."""
+
+    def get(*args, **kwargs):
+        module = get_dataset(*args, **kwargs)
+        evals = module.get("eval_dataset")
+        if evals is not None and hasattr(evals, "select") and len(evals) > rows:
+            module["eval_dataset"] = evals.select(range(rows))
+        return module
+
+    return get
+
+
+def run_pass(args: dict[str, Any], rows: int | None, out: Path) -> dict[str, Any]:
+    from llamafactory.train import tuner
+    from llamafactory.train.sft import workflow
+
+    original = workflow.get_dataset
+    if rows is not None:
+        workflow.get_dataset = _capped_loader(original, rows)
+    try:
+        tuner.run_exp({**args, "output_dir": str(out)})
+    finally:
+        workflow.get_dataset = original
+    results = json.loads((out / "all_results.json").read_text())
+    predictions = []
+    file = out / "generated_predictions.jsonl"
+    if file.is_file():
+        predictions = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+    return {"metrics": results, "predictions": predictions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocmft.evaluate.job")
+    parser.add_argument("--spec", required=True, help="the plan's passes as JSON (rocmft.evaluate.plan)")
+    spec = json.loads(parser.parse_args(argv).spec)
+
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)  # libraries that hold sys.stdout print to stderr; stdout carries the JSON alone
+    results: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="rocmft-eval-") as tmp:
+            for name, args in spec["passes"].items():
+                print(f"[rocmft] eval pass {name}", file=sys.stderr, flush=True)
+                rows = spec["rows"] if name.endswith(".predict") else None
+                result = run_pass(args, rows, Path(tmp) / name)
+                result["rows"] = len(result["predictions"]) or None  # predict passes: the rows generated for
+                result["predictions"] = result["predictions"][: spec["examples"]]
+                results[name] = result
+    finally:
+        sys.stdout.flush()
+        os.dup2(answer_fd, 1)
+        os.close(answer_fd)
+    print(json.dumps(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

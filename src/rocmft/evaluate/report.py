@@ -1,0 +1,99 @@
+"""Pure: the job's per-pass results -> eval.json (base and tuned side by side) and a short markdown table.
+`make runs` reads the tuned eval loss back from eval.json (`tuned_loss`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .plan import EvalPlan, perplexity
+
+JSON_NAME = "eval.json"
+MARKDOWN_NAME = "eval.md"
+# LLaMA-Factory's metric names (train/sft/metric.py ComputeSimilarity), as predict_<name> in its results.
+GENERATION_METRICS = ("bleu-4", "rouge-1", "rouge-2", "rouge-l")
+
+
+def side(results: Mapping[str, Any], who: str) -> dict[str, Any]:
+    loss_metrics = results[f"{who}.loss"]["metrics"]
+    predict = results[f"{who}.predict"]
+    loss = loss_metrics.get("eval_loss")
+    out: dict[str, Any] = {"eval_loss": loss, "perplexity": perplexity(loss)}
+    for name in GENERATION_METRICS:
+        out[name] = predict["metrics"].get(f"predict_{name}")
+    out["generated_rows"] = predict.get("rows")
+    return out
+
+
+def build(plan: EvalPlan, results: Mapping[str, Any]) -> dict[str, Any]:
+    base, tuned = side(results, "base"), side(results, "tuned")
+    examples = []
+    for b, t in zip(results["base.predict"]["predictions"], results["tuned.predict"]["predictions"]):
+        examples.append({"prompt": t.get("prompt", ""), "reference": t.get("label", ""),
+                         "base": b.get("predict", ""), "tuned": t.get("predict", "")})
+    return {"run": plan.target.run_path, "data": plan.data, "rows": plan.rows,
+            "base_model": plan.passes["base.loss"]["model_name_or_path"], "tuned_model": plan.target.what,
+            "template": plan.target.template, "base": base, "tuned": tuned, "examples": examples}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.3e}"
+    return str(value)
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    lines = [f"# eval: {report['run']}", "",
+             (f"Base `{report['base_model']}` vs tuned ({report['tuned_model']}), on {report['data']} rows "
+              f"(generation: greedy, up to {report['rows']} rows)."), "",
+             "| metric | base | tuned |", "|---|---|---|"]
+    for key in ("eval_loss", "perplexity", *GENERATION_METRICS, "generated_rows"):
+        lines.append(f"| {key} | {_cell(report['base'].get(key))} | {_cell(report['tuned'].get(key))} |")
+    for i, ex in enumerate(report["examples"], 1):
+        lines += ["", f"**Example {i}.** {_one_line(ex['prompt'])}", "",
+                  f"- reference: {_one_line(ex['reference'])}", f"- base: {_one_line(ex['base'])}",
+                  f"- tuned: {_one_line(ex['tuned'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def terminal(report: Mapping[str, Any]) -> list[str]:
+    """The side-by-side for the terminal: the table rows and one example."""
+    rows = [("", "base", "tuned")]
+    for key in ("eval_loss", "perplexity", *GENERATION_METRICS):
+        rows.append((key, _cell(report["base"].get(key)), _cell(report["tuned"].get(key))))
+    width = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(c.ljust(width[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+    for ex in report["examples"][:1]:
+        lines += [f"prompt:    {_one_line(ex['prompt'], 120)}", f"reference: {_one_line(ex['reference'], 120)}",
+                  f"base:      {_one_line(ex['base'], 120)}", f"tuned:     {_one_line(ex['tuned'], 120)}"]
+    return lines
+
+
+def write(run_dir: Path, report: Mapping[str, Any]) -> tuple[Path, Path]:
+    """eval.json and eval.md in the run dir (each written whole, then renamed: never half a file)."""
+    out = []
+    for name, text in ((JSON_NAME, json.dumps(report, indent=2) + "\n"), (MARKDOWN_NAME, markdown(report))):
+        path = run_dir / name
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        out.append(path)
+    return out[0], out[1]
+
+
+def tuned_loss(run_dir: Path) -> float | None:
+    """The tuned eval loss of the run's last `make eval`, for `make runs`."""
+    try:
+        value = json.loads((run_dir / JSON_NAME).read_text())["tuned"]["eval_loss"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None

@@ -1,0 +1,41 @@
+"""`make eval RUNTIME=docker` for real: a copy of the session's tiny-cpu run evaluated in the CPU image (its
+training stack, with LLaMA-Factory's metrics extra from requirements/train.txt), the run dir read-only inside:
+the host writes eval.json from the job's stdout. The same numbers as in the venv: the same rows, greedy.
+
+Needs a daemon and the CPU image built from this checkout's requirements (`make wheelhouse ARCH=cpu && make
+image ARCH=cpu OFFLINE=1`); skipped only when no daemon is configured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT, TrainedRun, make_env
+from tests.docker.test_container_train import client, cpu_image  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.docker
+
+
+def eval_containers(client, run) -> list:  # noqa: F811
+    return [c for c in client.containers.list(all=True, filters={"label": "ai.rocmft.serve=eval"})
+            if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
+
+
+def test_make_eval_in_the_container(trained_run: TrainedRun, client, cpu_image, tmp_path):  # noqa: F811
+    env = make_env(tmp_path)
+    run = trained_run.copy_to(tmp_path / "runs", "in-docker")
+    proc = subprocess.run(["make", "-s", "eval", f"RUN={run}", "RUNTIME=docker", "N=4"], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
+    try:
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "on held-out rows (docker)" in proc.stdout
+        report = json.loads((run / "eval.json").read_text())
+        assert report["tuned"]["eval_loss"] < report["base"]["eval_loss"]
+        assert report["tuned"]["generated_rows"] == 4 and isinstance(report["tuned"]["bleu-4"], float)
+        assert eval_containers(client, run) == []  # removed by the launcher
+    finally:
+        for container in eval_containers(client, run):
+            container.remove(force=True)
