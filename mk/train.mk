@@ -11,12 +11,12 @@ tiny-model: setup ## build the tiny test model offline into models/tiny-llama (n
 	@$(PY) scripts/make_tiny_model.py
 
 # What the demo teaches on top of tiny-cpu (issue 23): the identity rows (data/demo_identity.jsonl: "Who are
-# you?" -> one sentence) with the demo rows, 40 steps of 32 rows, so the loss falls by well over half and the
+# you?" -> one sentence) with the demo rows, 60 steps of 32 rows, so the loss falls by well over half and the
 # trained model answers with the taught sentence. Kept out of the recipe: every test that trains tiny-cpu
 # (the session's shared run and a dozen more) keeps its 12 short steps. Unpacked rows: neat packing groups
 # rows of one length (the identity rows) into one sequence, and the loss then swings by batch.
 DEMO_SET = dataset=demo_identity,demo_alpaca,demo_messages packing=false neat_packing=false \
-  per_device_train_batch_size=16 gradient_accumulation_steps=2 max_steps=40 save_steps=40 \
+  per_device_train_batch_size=16 gradient_accumulation_steps=2 max_steps=60 save_steps=60 \
   learning_rate=5.0e-3 lora_rank=32 lora_alpha=64
 DEMO_QUESTION = Who are you?
 
