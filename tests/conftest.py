@@ -75,8 +75,8 @@ def rocmft(*args: str, env: dict[str, str], timeout: float = 600, **kw) -> subpr
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
     model = ROOT / "models" / "tiny-llama"
-    if not (model / "rocmft-tiny.json").is_file():
-        subprocess.run([PYTHON, str(ROOT / "scripts" / "make_tiny_model.py")], cwd=ROOT, check=True)
+    # Always asked: the script returns at once when the model is current, and rebuilds one an older script made.
+    subprocess.run([PYTHON, str(ROOT / "scripts" / "make_tiny_model.py")], cwd=ROOT, check=True)
     return model
 
 
@@ -147,6 +147,20 @@ def trained_run(tmp_path_factory, tiny_model) -> TrainedRun:
     after = _fingerprint(run.path)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     assert not changed, f"a test wrote into the shared trained run (use TrainedRun.copy_to): {changed[:20]}"
+
+
+# ---- the demo, once for the session (`demo_run`): `make demo` as a new user runs it (issue 23)
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory, tiny_model) -> TrainedRun:
+    """`make demo RUN_NAME=demo`, piped: its run (the identity rows taught on top of tiny-cpu) and everything it
+    printed, the base-vs-trained answers and the next commands included. Shared like `trained_run`."""
+    tmp = tmp_path_factory.mktemp("demo-run")
+    env = make_env(tmp)
+    proc = subprocess.run(["make", "-s", "demo", "RUN_NAME=demo"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return TrainedRun(Path(env["ROCMFT_RUNS"]) / "demo", proc.stdout)
 
 
 # ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)

@@ -67,7 +67,11 @@ def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary
     assert len(set(drawn)) >= 2 and drawn[-1] == str(total), drawn
     assert [int(s) for s in dict.fromkeys(drawn)] == sorted(int(s) for s in set(drawn))  # never backwards
     assert not re.search(rf"\n\[rocmft\] step \d+/{total}  loss", text)  # no plain per-step lines on a terminal
-    tail = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()][-8:]
+    lines = [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]
+    # the summary, then the demo's proof (base vs trained answer) and the next commands
+    summary_end = max(i for i, line in enumerate(lines) if line.startswith("[rocmft] loss plot "))
+    assert any(line.startswith("[rocmft] asked: ") for line in lines[summary_end:]), lines[summary_end:]
+    tail = lines[:summary_end + 1][-8:]
     assert tail[0].startswith("[rocmft] done: ") or any(line.startswith("[rocmft] done: ") for line in tail), tail
     assert tail[-1].startswith("[rocmft] loss plot ") and tail[-1].endswith("training_loss.png"), tail
     assert any(line.startswith("[rocmft] tokens/s ") for line in tail)

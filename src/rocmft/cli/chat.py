@@ -11,6 +11,8 @@ HELP = "chat with a run: its base model + adapter (or merged export) and its tem
 def add_arguments(parser) -> None:
     parser.add_argument("run", nargs="?", default="last", help="run dir or name, or `last` (the newest run)")
     parser.add_argument("--prompt", default=None, help="answer this one prompt on stdout and exit")
+    parser.add_argument("--base-too", action="store_true",
+                        help="with --prompt: the base model's answer and the run's, one line each (one model load)")
     parser.add_argument("--set", dest="set_string", default="",
                         help='generation settings, e.g. "max_new_tokens=128 temperature=0.2"')
     add_where_arguments(parser, "where the run trained", "show the model's loading log")
@@ -28,7 +30,8 @@ def run(args) -> int:
     if args.print_runtime:
         print(s.runtime)
         return 0
-    chat = plan.chat(s.target, s.settings, s.runtime, prompt=args.prompt)
+    base_too = bool(args.base_too and args.prompt is not None)
+    chat = plan.chat(s.target, s.settings, s.runtime, prompt=args.prompt, base_too=base_too)
     messages = list(s.messages)
     if s.runtime == "local":
         messages += raise_if_errors(local.check(chat, s.arch))
@@ -39,6 +42,9 @@ def run(args) -> int:
         print(f"{what} (local)", file=sys.stderr, flush=True)
         if chat.kind == "chat":
             return local.chat(chat, s.arch, os.environ)
+        if base_too:
+            code, answer, tail = local.ask_captured(chat, s.arch, os.environ)
+            return _side_by_side(code, answer, tail, args.prompt)
         code, tail = local.ask(chat, s.arch, os.environ, verbose=verbose)
         return _ended(code, tail)
 
@@ -50,9 +56,36 @@ def run(args) -> int:
     if chat.kind == "chat":
         return docker.chat(spec)
     code, answer, tail = docker.ask(client, spec, os.environ, verbose=verbose)
+    if base_too:
+        return _side_by_side(code, answer, tail, args.prompt)
     sys.stdout.write(answer)
     sys.stdout.flush()
     return _ended(code, tail)
+
+
+SHOWN_CHARS = 72
+
+
+def _one_line(text: str) -> str:
+    """An answer on one line: an untrained model's can hold newlines and run long."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SHOWN_CHARS else flat[:SHOWN_CHARS - 3] + "..."
+
+
+def _side_by_side(code: int, stdout: str, tail: list[str], prompt: str) -> int:
+    import json
+
+    if code != 0:
+        return _ended(code, tail)
+    try:
+        answers = json.loads(stdout.strip().splitlines()[-1])
+        base, tuned = answers["base"], answers["tuned"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        return _ended(1, [*tail, *stdout.splitlines()[-5:]])
+    print(f"[rocmft] asked: {prompt}")
+    print(f"  base model : {_one_line(base)}")
+    print(f"  trained    : {_one_line(tuned)}", flush=True)
+    return 0
 
 
 def _say(messages) -> None:

@@ -11,7 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from .demo_content import ADVICE, ADVICE_WORSE, EVASIVE, FACTS, SYSTEM, arithmetic, arithmetic_pairs
+from .demo_content import (ADVICE, ADVICE_WORSE, EVASIVE, FACTS, IDENTITY_ANSWER, IDENTITY_QUESTIONS, SYSTEM, arithmetic,
+                           arithmetic_pairs)
 
 
 def alpaca_rows() -> list[dict]:
@@ -30,6 +31,12 @@ def alpaca_rows() -> list[dict]:
             row["history"] = [[prev_q, prev_a]]
         rows.append(row)
     return rows
+
+
+def identity_rows() -> list[dict]:
+    """What `make demo` teaches: each question once, all with the same answer. Its dataset_info entry repeats
+    them (LLaMA-Factory's `num_samples`), so the tiny model sees the answer often enough to learn it."""
+    return [{"instruction": q, "input": "", "output": IDENTITY_ANSWER} for q in IDENTITY_QUESTIONS]
 
 
 def _conversations() -> list[list[tuple[str, str]]]:
@@ -128,6 +135,7 @@ FILES = {
     "demo_dpo.jsonl": dpo_rows,
     "demo_kto.jsonl": kto_rows,
     "demo_text.jsonl": text_rows,
+    "demo_identity.jsonl": identity_rows,
 }
 
 

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 SYSTEM = "You are a concise assistant for engineers who fine-tune language models on AMD GPUs."
 
+# What `make demo` teaches the tiny model: one fixed answer to a handful of ways of asking who it is, so
+# that the trained model's answer differs visibly from the base model's random tokens (issue 23).
+IDENTITY_ANSWER = "I am the rocmft demo model, fine-tuned with LoRA on your CPU."
+IDENTITY_QUESTIONS = ["Who are you?", "What are you?", "What is your name?", "Introduce yourself.",
+                      "Tell me who you are.", "Which model are you?"]
+DEMO_QUESTION = IDENTITY_QUESTIONS[0]  # the one `make demo` asks the base and the trained model
+
 # Facts about ROCm and fine-tuning, written for this project: (question, answer).
 FACTS = [
     ("What is ROCm?", "ROCm is AMD's open software stack for GPU computing: drivers, the HIP runtime, compilers and math libraries."),

@@ -76,6 +76,14 @@ def ask(plan: ServePlan, arch: Arch, caller_env: Mapping[str, str], *, verbose: 
     return proc.returncode, tail
 
 
+def ask_captured(plan: ServePlan, arch: Arch, caller_env: Mapping[str, str]) -> tuple[int, str, list[str]]:
+    """`ask`, its stdout captured (`--base-too` prints one JSON line to be shown by the caller): (code, stdout, log tail)."""
+    proc = subprocess.run(argv(plan), env=environment(plan, arch, caller_env), cwd=paths.root(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tail = (proc.stderr or b"").decode("utf-8", "replace").splitlines()[-30:]
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), tail
+
+
 def _die_with_parent() -> None:
     """In the child: SIGTERM when the launcher dies (even by SIGKILL), so no server outlives it."""
     try:
