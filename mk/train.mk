@@ -10,18 +10,11 @@ demo test test-unit test-train: export HF_DATASETS_OFFLINE ?= 1
 tiny-model: setup ## build the tiny test model offline into models/tiny-llama (no hub)
 	@$(PY) scripts/make_tiny_model.py
 
-# What the demo teaches on top of tiny-cpu (issue 23): the identity rows (data/demo_identity.jsonl: "Who are
-# you?" -> one sentence) with the demo rows, 60 steps of 32 rows, so the loss falls by well over half and the
-# trained model answers with the taught sentence. Kept out of the recipe: every test that trains tiny-cpu
-# (the session's shared run and a dozen more) keeps its 12 short steps. Unpacked rows: neat packing groups
-# rows of one length (the identity rows) into one sequence, and the loss then swings by batch.
-DEMO_SET = dataset=demo_identity,demo_alpaca,demo_messages packing=false neat_packing=false \
-  per_device_train_batch_size=16 gradient_accumulation_steps=2 max_steps=60 save_steps=60 \
-  learning_rate=5.0e-3 lora_rank=32 lora_alpha=64
+# The demo is recipes/tiny-cpu-demo.yaml (what it teaches and why); the question it asks both models:
 DEMO_QUESTION = Who are you?
 
 demo: setup tiny-model ## train the tiny model on CPU to answer "Who are you?", then show the base and the trained answer (VERBOSE=1 streams the job's log)
-	@$(ROCMFT) train tiny-cpu --runtime local --set=$(call q,$(DEMO_SET) $(SET)) $(call opt,--run-name,$(RUN_NAME))
+	@$(ROCMFT) train tiny-cpu-demo --runtime local $(call opt,--set,$(SET)) $(call opt,--run-name,$(RUN_NAME))
 	@$(ROCMFT) chat $(call q,$(or $(RUN_NAME),last)) --runtime local --base-too --prompt=$(call q,$(DEMO_QUESTION)) \
 	  --set "do_sample=false max_new_tokens=32"
 	@echo "next: make chat RUN=last (talk to it), make eval RUN=last (base vs trained on held-out rows)"
