@@ -146,7 +146,10 @@ def test_a_preempted_job_is_requeued_and_finishes_every_step_in_the_same_run_dir
         assert three["steps"][0]["loss"] == pytest.approx(redo[p + 1], rel=1e-4)
     else:  # the ranks caught Slurm's SIGTERM and saved the step they were in before srun's kill reached them
         assert two["stop"]["step"] == p == last2
-    assert abs(two["steps"][0]["loss"] - one["steps"][-1]["loss"]) < 0.1  # the next step, no jump back to step 1
+    # the next step keeps what attempt 1 learnt: its loss holds most of the fall from step 1 (a restart from the
+    # base weights would start near step 1's loss again; one step's loss moves by ~0.2 with the batch)
+    first, last = one["steps"][0]["loss"], one["steps"][-1]["loss"]
+    assert two["steps"][0]["loss"] < first - (first - last) / 2, (first, last, two["steps"][0]["loss"])
     assert json.loads((run / "output" / "trainer_state.json").read_text())["global_step"] == STEPS
     assert (run / "output" / "adapter_model.safetensors").is_file()
     assert checkpoints.problem(run / "output" / f"checkpoint-{STEPS}") is None
