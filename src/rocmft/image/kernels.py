@@ -33,14 +33,16 @@ GIB_PER_JOB = 9
 # op (fwd, fwd_appendkv, fwd_splitkv, bwd): OPT_DIM is the head-dim restriction it supports.
 ALL_HEAD_DIMS = (32, 64, 128, 256)
 
-# Figures for the estimate (docs/image.md, "How long will it take"). Neither is measured by this project:
-# - ~2,775 CK kernel sources per arch for all four head dims (the count reported in issue 22 for 2.8.3);
-#   a restricted OPT_DIM is assumed to scale it by the share of head dims kept (an assumption: the CK
-#   generator of 2.8.3's pinned composable_kernel commit could not be run here to count them).
-# - ROCm/Megatron-LM PR #82: the flash-attn step took 636 s with MAX_JOBS=128 (1,740 s with the default).
-#   636 s x 128 jobs / 2,775 sources ~ 29 job-seconds per source: perfect scaling assumed, so a host with
-#   fewer jobs is estimated by dividing by its MAX_JOBS.
+# Figures for the estimate (docs/image.md, "How long will it take"):
+# - CK kernel sources per arch, counted by running the CK generator of the flash-attn 2.8.3.post2 sdist (the one the
+#   kernel stage builds) as its setup.py does: benchmarks/ck_kernel_count.py. 2,775 for all four head dims (as
+#   issue 22 reported), 1,390 for 64,128; other subsets scale the full count by the share of head dims kept
+#   (the measured 64,128 share is 0.501).
+# - ROCm/Megatron-LM PR #82 (not measured here): the flash-attn step took 636 s with MAX_JOBS=128 (1,740 s with
+#   the default). 636 s x 128 jobs / 2,775 sources ~ 29 job-seconds per source: perfect scaling assumed, so a
+#   host with fewer jobs is estimated by dividing by its MAX_JOBS.
 CK_SOURCES_ALL_DIMS = 2775
+CK_SOURCES_MEASURED = {ALL_HEAD_DIMS: CK_SOURCES_ALL_DIMS, (64, 128): 1390}
 JOB_SECONDS_PER_SOURCE = 636 * 128 / CK_SOURCES_ALL_DIMS
 
 
@@ -130,6 +132,8 @@ def spec_for(arch: Arch, versions: Versions, backend: str, head_dims: tuple[int,
 def sources_estimate(spec: KernelSpec) -> int:
     if not spec.compiles:
         return 0
+    if spec.head_dims in CK_SOURCES_MEASURED:
+        return CK_SOURCES_MEASURED[spec.head_dims]
     return round(CK_SOURCES_ALL_DIMS * len(spec.head_dims) / len(ALL_HEAD_DIMS))
 
 
