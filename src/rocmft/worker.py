@@ -151,5 +151,24 @@ def _plot(run_dir: Path, train_args: dict, wanted: bool) -> None:
         print(f"loss plot saved at {target}", flush=True)
 
 
+def _exit(code: int) -> None:
+    """A rank of a multi-process run leaves without interpreter finalization once all is written and flushed.
+    At finalization, C++ objects of torch.distributed's gloo backend (its worker threads) are destroyed, and
+    that can abort a rank whose run had finished (CI, once: "terminate called without an active exception",
+    SIGABRT, after the last step and the eval; pytorch/pytorch#179291 describes gloo threads crashing
+    finalization). LLaMA-Factory has destroyed the process group by then; nothing of ours runs at exit."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        sys.exit(code)
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
