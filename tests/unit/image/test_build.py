@@ -15,6 +15,7 @@ from rocmft.cli.main import main
 from rocmft.image import build, build_plan, context, docker_api, find_image, image_arch
 from rocmft.image.versions import Versions
 from rocmft.problems import ProblemReport
+from tests.unit.image.conftest import copy_image_inputs
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSIONS = Versions(project="0.1.0", llamafactory="0.9.5", deepspeed="0.19.8", torch_cpu="2.13.0")
@@ -26,10 +27,7 @@ VERSIONS = Versions(project="0.1.0", llamafactory="0.9.5", deepspeed="0.19.8", t
 def project(tmp_path):
     """A small project tree with the real .dockerignore and Dockerfile, plus things that must stay out."""
     root = tmp_path / "proj"
-    for rel in (".dockerignore", "docker/Dockerfile", "docker/entrypoint.sh", "pyproject.toml", "README.md",
-                "requirements/train.txt", "requirements/lock.txt"):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / rel, root / rel)
+    copy_image_inputs(root)
     for rel, text in {"src/rocmft/__init__.py": "", "src/rocmft/__pycache__/x.cpython-311.pyc": "",
                       "docker/arches.yaml": "", "recipes/a.yaml": "", ".venv/bin/python": "", "runs/r/log": "",
                       "requirements/dev.txt": "", "wheelhouse/gfx942/big.whl": "", "models/m/config.json": "",

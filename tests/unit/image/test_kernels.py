@@ -17,6 +17,7 @@ from rocmft import arches
 from rocmft.image import build, build_plan, context, kernels
 from rocmft.image.kernels import MaxJobs
 from rocmft.image.versions import from_lock
+from tests.unit.image.conftest import copy_image_inputs
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()
@@ -71,10 +72,7 @@ def kernel_inputs(plan) -> tuple:
 def project(tmp_path):
     """A copy of the project parts the image reads, plus recipes/ and a stray kernels/ folder."""
     root = tmp_path / "proj"
-    for rel in (".dockerignore", "docker/Dockerfile", "docker/entrypoint.sh", "pyproject.toml", "README.md",
-                "requirements/train.txt", "requirements/lock.txt"):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / rel, root / rel)
+    copy_image_inputs(root)
     for rel in ("src/rocmft/__init__.py", "recipes/a.yaml", "kernels/stray.whl"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("x")
