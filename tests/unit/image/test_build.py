@@ -15,7 +15,7 @@ from rocmft.cli.main import main
 from rocmft.image import build, build_plan, context, docker_api, find_image, image_arch
 from rocmft.image.versions import Versions
 from rocmft.problems import ProblemReport
-from tests.unit.image.conftest import copy_image_inputs
+from tests.unit.image.image_inputs import copy_image_inputs
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSIONS = Versions(project="0.1.0", llamafactory="0.9.5", deepspeed="0.19.8", torch_cpu="2.13.0")

@@ -17,7 +17,7 @@ from rocmft import arches
 from rocmft.image import build, build_plan, context, kernels
 from rocmft.image.kernels import MaxJobs
 from rocmft.image.versions import from_lock
-from tests.unit.image.conftest import copy_image_inputs
+from tests.unit.image.image_inputs import copy_image_inputs
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()
