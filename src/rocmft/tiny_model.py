@@ -31,13 +31,33 @@ def builder_argv(root: Path, python: str | None = None) -> list[str]:
     return [python or sys.executable, str(root / "scripts" / "make_tiny_model.py"), "--out", PATH]  # cwd: root
 
 
-def image_argv(root: Path, image: str, uid: int, gid: int) -> list[str]:
-    """The same builder in the arch's image (a light host has no torch): the checkout read-only as every
-    container sees it (launch/docker/spec.py), models/ writable, offline, the invoking user (files it owns)."""
-    models = root / "models"
-    return ["docker", "run", "--rm", f"--user={uid}:{gid}", f"--workdir={root}", f"--volume={root}:{root}:ro",
-            f"--volume={models}:{models}", "--env=HOME=/tmp", "--env=HF_HUB_OFFLINE=1",
-            "--label=ai.rocmft.role=tiny-model", image, "python", "scripts/make_tiny_model.py", "--out", PATH]
+def image_request(root: Path, image: str, uid: int, gid: int) -> dict:
+    """`client.containers.create(**...)` for the same builder in the arch's image (a light host has no torch):
+    the checkout read-only as every container sees it (launch/docker/spec.py), models/ writable, offline, no
+    network, the invoking user (files it owns)."""
+    models = str(root / "models")
+    return dict(image=image, command=["python", "scripts/make_tiny_model.py", "--out", PATH], user=f"{uid}:{gid}",
+                working_dir=str(root), volumes={str(root): {"bind": str(root), "mode": "ro"},
+                                                models: {"bind": models, "mode": "rw"}},
+                environment={"HOME": "/tmp", "HF_HUB_OFFLINE": "1"}, network_disabled=True,
+                labels={"ai.rocmft.role": "tiny-model", "ai.rocmft.project": str(root)})
+
+
+def _build_in_image(request: dict) -> int:
+    """The builder's container through the one way into the daemon (image.docker_api.connect); its output
+    goes where the venv builder's goes (this process's stdout); removed whatever happened."""
+    from .image.docker_api import connect
+
+    container = connect().containers.create(**request)
+    try:
+        container.start()
+        sys.stdout.flush()
+        for chunk in container.logs(stream=True, follow=True):
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+        return int(container.wait().get("StatusCode", 1))
+    finally:
+        container.remove(force=True)
 
 
 def ensure(model: str, root: Path, *, file: str = "", key: str = "model_name_or_path", python: str | None = None,
@@ -47,15 +67,14 @@ def ensure(model: str, root: Path, *, file: str = "", key: str = "model_name_or_
     if not named(model, root) or (root / PATH / MARK).is_file():
         return []
     if python is not None or importlib.util.find_spec("torch") is not None:
-        argv = builder_argv(root, python)
+        code = subprocess.run(builder_argv(root, python), cwd=root, stdin=subprocess.DEVNULL, check=False).returncode
     else:
         ref, why = image() if image else (None, "no image was looked for")
         if ref is None:
             return [Problem(file, key, f"`{PATH}` is not built: this venv has no torch to build it, and {why}",
                             "`make tiny-model` (it sets up the CPU stack first)")]
         (root / "models").mkdir(exist_ok=True)  # else the daemon creates the mount's source, owned by root
-        argv = image_argv(root, ref, os.getuid(), os.getgid())
-    proc = subprocess.run(argv, cwd=root, stdin=subprocess.DEVNULL, check=False)
-    if proc.returncode != 0:  # the builder has printed its log's tail
-        return [Problem(file, key, f"building `{PATH}` failed (exit {proc.returncode})", "see the lines above")]
+        code = _build_in_image(image_request(root, ref, os.getuid(), os.getgid()))
+    if code != 0:  # the builder has printed its log's tail
+        return [Problem(file, key, f"building `{PATH}` failed (exit {code})", "see the lines above")]
     return []

@@ -75,11 +75,13 @@ def test_a_fresh_clone_builds_the_tiny_model_before_the_checks_that_look_for_it(
 
 
 def test_on_a_light_host_the_image_builds_it_with_the_checkout_read_only_and_models_writable(tmp_path):
-    argv = tiny_model_module.image_argv(tmp_path, "sha256:abc", 1000, 1001)
-    assert f"--volume={tmp_path}:{tmp_path}:ro" in argv and f"--volume={tmp_path / 'models'}:{tmp_path / 'models'}" in argv
-    assert "--user=1000:1001" in argv and "--env=HF_HUB_OFFLINE=1" in argv
-    assert argv[argv.index("sha256:abc"):] == ["sha256:abc", "python", "scripts/make_tiny_model.py", "--out",
-                                               "models/tiny-llama"]
+    request = tiny_model_module.image_request(tmp_path, "sha256:abc", 1000, 1001)
+    assert request["volumes"] == {str(tmp_path): {"bind": str(tmp_path), "mode": "ro"},
+                                  str(tmp_path / "models"): {"bind": str(tmp_path / "models"), "mode": "rw"}}
+    assert request["user"] == "1000:1001" and request["environment"]["HF_HUB_OFFLINE"] == "1"
+    assert request["network_disabled"] is True and request["working_dir"] == str(tmp_path)
+    assert request["image"] == "sha256:abc"
+    assert request["command"] == ["python", "scripts/make_tiny_model.py", "--out", "models/tiny-llama"]
 
 
 def test_without_torch_or_an_image_it_is_one_line_naming_make_tiny_model(tmp_path, monkeypatch):
