@@ -73,6 +73,11 @@ class Arch:
             figures["peak_tflops"] = MappingProxyType(dict(figures["peak_tflops"] or {}))
         return replace(self, product=name, **figures)
 
+    def for_calibration(self, cal: Calibration) -> Arch:
+        """This arch's recipe settings planned on a calibration product's card (its memory, peak and mfu)."""
+        return replace(self, product=cal.name, gpu_memory_gb=cal.gpu_memory_gb, gpus_per_node=cal.gpus_per_node,
+                       peak_tflops=cal.peak_tflops, mfu=cal.mfu, unified_memory=False)
+
     def identify(self, device_id: int | None, compute_units: int | None = None, name: str = "") -> str | None:
         """The product a GPU of this arch is, from its PCI device id, its CU count, or a tool's marketing name;
         None when they do not single one out (then the arch's first product's figures are used)."""
@@ -95,6 +100,24 @@ class Arch:
     def peak(self, precision: str) -> float | None:
         """Dense peak TFLOP/s for a compute precision, or None when the table does not know it."""
         return self.peak_tflops.get(precision) if self.peak_tflops else None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A card rocmft has no image for, named so that a benchmark on it can be set beside the planner
+    (docker/arches.yaml `calibration_products`)."""
+    name: str
+    vendor: str
+    names: tuple[str, ...]
+    gpu_memory_gb: float
+    gpus_per_node: int
+    peak_tflops: Mapping[str, float]
+    mfu: tuple[float, float] | None
+
+    def matches(self, device_name: str) -> bool:
+        """Whether a device name (torch.cuda.get_device_name, nvidia-smi) is this product, as whole words."""
+        text = f" {' '.join(device_name.upper().split())} "
+        return any(f" {n.upper()} " in text for n in self.names)
 
 
 def _build(name: str, entry: dict, defaults: dict) -> Arch:
@@ -145,6 +168,32 @@ def _load(path: str) -> Mapping[str, Arch]:
     raw = yaml.safe_load(Path(path).read_text())
     defaults = raw.get("defaults", {})
     return MappingProxyType({name: _build(name, entry, defaults) for name, entry in raw["arches"].items()})
+
+
+@lru_cache(maxsize=None)
+def _load_calibration(path: str) -> Mapping[str, Calibration]:
+    raw = yaml.safe_load(Path(path).read_text()).get("calibration_products") or {}
+    found = {}
+    for name, spec in raw.items():
+        unknown = set(spec) - {"vendor", "names", "gpu_memory_gb", "gpus_per_node", "peak_tflops", "mfu"}
+        if unknown:
+            raise ValueError(f"docker/arches.yaml calibration_products.{name}: unknown keys {sorted(unknown)}")
+        found[name] = Calibration(
+            name=name, vendor=str(spec["vendor"]), names=tuple(spec.get("names") or (name,)),
+            gpu_memory_gb=float(spec["gpu_memory_gb"]), gpus_per_node=int(spec.get("gpus_per_node", 1)),
+            peak_tflops=MappingProxyType({k: float(v) for k, v in (spec.get("peak_tflops") or {}).items()}),
+            mfu=tuple(float(v) for v in spec["mfu"]) if spec.get("mfu") else None)
+    return MappingProxyType(found)
+
+
+def calibration_products(path: Path | None = None) -> Mapping[str, Calibration]:
+    return _load_calibration(str(path or paths.arches_file()))
+
+
+def calibration_for_device(device_name: str) -> Calibration | None:
+    """The calibration product a device name is, or None."""
+    found = [c for c in calibration_products().values() if c.matches(device_name)]
+    return found[0] if len(found) == 1 else None
 
 
 def table(path: Path | None = None) -> Mapping[str, Arch]:

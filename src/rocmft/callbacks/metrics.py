@@ -19,6 +19,12 @@ What is measured, and how:
   that field, while the Trainer itself takes "non_padding". With `neat_packing` the attention mask holds
   segment ids (or a 4-D float mask), so the bench asks for "all" there: packed sequences carry almost no
   padding.
+- Real tokens: what the collator was handed, counted before it pads or packs the batch: the non-zero
+  attention-mask entries of every feature (neat_packing's segment ids included, its pack padding not), so
+  a packed run's real tokens are known although its collated mask is not a 0/1 mask. Counted on this rank
+  in the main process (a DataLoader with worker processes collates elsewhere: then not counted), summed
+  over ranks at the end: `real_tokens_per_s`, `real_tokens_per_s_per_gpu`. accelerate fetches one batch
+  ahead, so each step's count is its next micro-batch's: the same rows over a measured window of steps.
 - Peak memory: torch.cuda.max_memory_allocated / max_memory_reserved on a GPU (HIP on ROCm), the peak RSS
   of the process (getrusage) on CPU; the maximum over ranks (an all_reduce MAX when torch.distributed
   is initialized).
@@ -33,7 +39,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +71,19 @@ def warmup_for(max_steps: int, wanted: int = WARMUP_STEPS) -> int:
     return max(0, min(wanted, max_steps - 1))
 
 
+def feature_tokens(features: Sequence[Mapping[str, Any]]) -> int:
+    """Real tokens in a list of collator features: non-zero entries of every `*attention_mask` list (pairwise
+    and KTO features carry several), else the length of every `*input_ids` list."""
+    total = 0
+    for feature in features:
+        masks = [v for k, v in feature.items() if k.endswith("attention_mask") and v is not None]
+        if masks:
+            total += sum(sum(1 for x in mask if x) for mask in masks)
+        else:
+            total += sum(len(v) for k, v in feature.items() if k.endswith("input_ids") and v is not None)
+    return total
+
+
 def summarize(steps: list[dict[str, float]], warmup: int, world_size: int, tokens_at_begin: int = 0) -> dict[str, Any]:
     """Rates and percentiles over the steps after warmup.
 
@@ -90,6 +109,16 @@ def summarize(steps: list[dict[str, float]], warmup: int, world_size: int, token
         out["tokens_per_s"] = tokens / elapsed
         out["tokens_per_s_per_gpu"] = tokens / elapsed / max(1, world_size)
     return out
+
+
+def real_rate(steps: list[dict[str, float]], warmup: int, world_size: int, real_total: float | None) -> dict[str, Any]:
+    """Real tokens/s over the measured steps; `real_total`: the window's real tokens summed over ranks."""
+    measured = steps[warmup:]
+    elapsed = sum(s["period_s"] for s in measured)
+    if not measured or not real_total or elapsed <= 0:
+        return {}
+    return {"measured_real_tokens": int(real_total), "real_tokens_per_s": real_total / elapsed,
+            "real_tokens_per_s_per_gpu": real_total / elapsed / max(1, world_size)}
 
 
 def _versions() -> dict[str, str]:
@@ -155,6 +184,18 @@ def max_over_ranks(values: list[float]) -> tuple[list[float], str]:
         return values, f"rank 0 only ({type(exc).__name__}: {exc})"
 
 
+def _sum_over_ranks(values: list[float]) -> tuple[list[float], str]:
+    import torch
+    import torch.distributed as dist
+
+    device = "cpu"
+    if dist.get_backend() == "nccl" and torch.cuda.is_available():
+        device = f"cuda:{torch.cuda.current_device()}"
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return [float(v) for v in tensor.cpu().tolist()], f"sum over {dist.get_world_size()} ranks"
+
+
 class MetricsCallback(TrainerCallback):
     def __init__(self, run_dir: Path | str, warmup_steps: int | None = None):
         self.run_dir = Path(run_dir)
@@ -166,6 +207,8 @@ class MetricsCallback(TrainerCallback):
         self._train_begin: float | None = None
         self._cuda = False
         self._tokens_at_begin = 0
+        self._real_tokens = 0  # features handed to the collator on this rank
+        self._real_counted = False
         self.tokens_mode = os.environ.get("ROCMFT_METRICS_TOKENS", "non_padding")
         if self.tokens_mode not in TOKEN_MODES:
             raise ValueError(f"ROCMFT_METRICS_TOKENS={self.tokens_mode!r}: one of {', '.join(TOKEN_MODES)}")
@@ -188,8 +231,24 @@ class MetricsCallback(TrainerCallback):
         args.include_num_input_tokens_seen = self.tokens_mode  # read by the Trainer at every micro-batch
         self._tokens_at_begin = int(state.num_input_tokens_seen or 0)
         self._cuda = cuda_in_use()
+        self._count_real_tokens(kwargs.get("train_dataloader"))
         self._sync()
         self._train_begin = time.perf_counter()
+
+    def _count_real_tokens(self, loader) -> None:
+        # The DataLoader reads collate_fn when an epoch's iterator is made, after on_train_begin. accelerate's
+        # DataLoaderShard wraps the torch DataLoader that iterates (`base_dataloader`): the collate_fn is its.
+        loader = getattr(loader, "base_dataloader", loader)
+        collate = getattr(loader, "collate_fn", None)
+        if collate is None or getattr(loader, "num_workers", 0):
+            return
+
+        def counting(features):
+            self._real_tokens += feature_tokens(features)
+            return collate(features)
+
+        loader.collate_fn = counting
+        self._real_counted = True
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._sync()
@@ -203,17 +262,18 @@ class MetricsCallback(TrainerCallback):
         begin = self._begin if self._begin is not None else now
         start = self._last_end if self._last_end is not None else begin
         self.steps.append({"step": state.global_step, "period_s": now - start, "compute_s": now - begin,
-                           "tokens_seen": int(state.num_input_tokens_seen or 0)})
+                           "tokens_seen": int(state.num_input_tokens_seen or 0), "real_tokens": self._real_tokens})
         self._last_end = now
         self._begin = None
 
     def on_train_end(self, args, state, control, **kwargs):
         allocated, reserved, rss = self._local_memory()
         (allocated, reserved, rss), scope = self._max_over_ranks([allocated, reserved, rss])
+        warmup = warmup_for(int(state.max_steps or 0), self.wanted_warmup)
+        real = self._real_window(warmup)
         if not state.is_world_process_zero:
             return
         world = int(getattr(args, "world_size", 1) or 1)
-        warmup = warmup_for(int(state.max_steps or 0), self.wanted_warmup)
         mode = str(getattr(args, "include_num_input_tokens_seen", "no"))
         data: dict[str, Any] = {
             "schema": SCHEMA,
@@ -239,11 +299,28 @@ class MetricsCallback(TrainerCallback):
             },
             "steps": self.steps,
             **summarize(self.steps, warmup, world, self._tokens_at_begin),
+            **real_rate(self.steps, warmup, world, real),
         }
         self.run_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.run_dir / "metrics.json.tmp"
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         os.replace(tmp, self.run_dir / "metrics.json")
+
+    def _real_window(self, warmup: int) -> float | None:
+        """Real tokens of the measured steps, summed over ranks (a collective: every rank calls it)."""
+        if not self._real_counted or len(self.steps) <= warmup:
+            return None
+        before = self.steps[warmup - 1]["real_tokens"] if warmup > 0 else 0
+        local = float(self.steps[-1]["real_tokens"] - before)
+        try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                (total,), _ = _sum_over_ranks([local])
+                return total
+        except Exception:  # noqa: BLE001 - a failed collective leaves the figure out, never fails the run
+            return None
+        return local
 
     def _device(self) -> str:
         if self._cuda:

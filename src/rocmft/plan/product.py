@@ -1,4 +1,5 @@
-"""Which product of an arch a plan is for (an MI300A is not an MI300X): `plan.product` in the recipe, else the
+"""Which product of an arch a plan is for (an MI300A is not an MI300X): `plan.product` in the recipe (an arch's
+product, or a calibration product of docker/arches.yaml: another vendor's card a benchmark ran on), else the
 product of this host's GPUs of that arch (PCI device id and CU count from the KFD topology), else the arch's
 first product. The figures per product live in docker/arches.yaml (`product_figures`)."""
 
@@ -19,8 +20,13 @@ def choose(plan: Mapping[str, Any], arch: arches.Arch, gpus, file: str,
     if asked is not None:
         if str(asked) in arch.products:
             return arch.for_product(str(asked)), "plan.product"
+        calibration = arches.calibration_products()
+        if str(asked) in calibration:  # another vendor's card, to compare a measurement with (gpu_truth)
+            return arch.for_calibration(calibration[str(asked)]), "plan.product (a calibration product)"
+        known = (*arch.products, *calibration)
         problems.append(Problem(file, "plan.product", f"`{asked}` is not a {arch.name} product",
-                                did_you_mean(str(asked), arch.products) or f"{arch.name} products: {', '.join(arch.products)}"))
+                                did_you_mean(str(asked), known) or f"{arch.name} products: {', '.join(arch.products)}; "
+                                f"calibration products: {', '.join(calibration)}"))
         return arch, first
     if not arch.product_table:
         return arch, first
