@@ -199,6 +199,16 @@ def random_model(config: dict, tokenizer_dir: Path, out: Path, device: str) -> f
     return time.perf_counter() - t0
 
 
+def shape_only(config: dict, tokenizer_dir: Path, out: Path) -> Path:
+    """What the planner reads of a model (config.json, the tokenizer for row lengths), without weights."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    for name in os.listdir(tokenizer_dir):
+        if name.startswith(("tokenizer", "special_tokens")) or name == "chat_template.jinja":
+            shutil.copy2(tokenizer_dir / name, out / name)
+    return out
+
+
 def demo_data(folder: Path, repeats: int) -> str:
     """The demo's alpaca rows repeated `repeats` times under `folder`, registered as `gpu_truth_alpaca`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -241,7 +251,7 @@ def run_config(cfg: Config, common: list[str], steps: int, work: Path, env: dict
     except subprocess.TimeoutExpired as exc:
         output, code = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), None
     log(output[-3000:] if code else "\n".join(output.splitlines()[-4:]))
-    run_dir = ROOT / "runs" / name
+    run_dir = Path(env.get("ROCMFT_RUNS") or ROOT / "runs") / name
     metrics = run_dir / "metrics.json"
     if metrics.is_file():
         res.metrics = json.loads(metrics.read_text())
@@ -342,6 +352,68 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
 
 
+# ---------------------------------------------------------------- the planner as it is now, beside a measured CSV
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(the header comment lines, the rows) of a gpu_truth CSV."""
+    lines = path.read_text().splitlines()
+    header = [line[2:] for line in lines if line.startswith("# ")]
+    body = [line for line in lines if not line.startswith("#")]
+    return header, list(csv.DictReader(body))
+
+
+def replanned(rows: list[dict[str, str]], work: Path, steps: int = 6) -> list[dict[str, str]]:
+    """Each measured row re-planned by the current planner: the run's model shape and data rebuilt here
+    (config.json and the tiny tokenizer, no weights; the demo rows repeated as `run` does)."""
+    sys.path.insert(0, str(SRC))
+    from rocmft import recipes
+    from rocmft.plan import models
+
+    tiny = ROOT / "models" / "tiny-llama"
+    if not (tiny / "config.json").is_file():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py")], check=True, cwd=ROOT)
+    demo_data(work / "data", 20)
+    out = []
+    for r in rows:
+        overrides = shlex.split(r["overrides"])
+        model = next(o.split("=", 1)[1] for o in overrides if o.startswith("model_name_or_path="))
+        spec = models.from_table(recipes.load(r["recipe"]).llamafactory["model_name_or_path"])
+        local = shape_only(model_config(spec, tiny), tiny, work / Path(model).name)
+        fixed = [f"model_name_or_path={local}" if o.startswith("model_name_or_path=") else
+                 f"dataset_dir={work / 'data'}" if o.startswith("dataset_dir=") else o for o in overrides]
+        res = Result(Config(r["config"], r["recipe"], (), ""), fixed, status=r["status"])
+        predict(res, steps)
+        lo_hi = getattr(res.prediction, "tokens_per_s", None)
+        mem = getattr(res.prediction, "memory_gib", None)
+        measured_tps, measured_mem = float(r["real_tokens_per_s"] or 0) or None, float(r["peak_reserved_gib"] or 0) or None
+        out.append({**r, "now_tokens_per_s": f"{lo_hi[0]:.0f}-{lo_hi[1]:.0f}" if lo_hi else "",
+                    "now_ratio_tokens_per_s": _num(ratio(measured_tps, sum(lo_hi) / 2 if lo_hi else None), 2),
+                    "now_memory_gib": _num(mem, 2), "now_ratio_memory": _num(ratio(measured_mem, mem), 2)})
+    return out
+
+
+def report(args) -> int:
+    path = Path(args.csv)
+    header, rows = read_csv(path)
+    now = replanned(rows, Path(args.work).resolve())
+    cols = ("config", "real_tokens_per_s", "pred_tokens_per_s_lo", "ratio_tokens_per_s", "now_tokens_per_s",
+            "now_ratio_tokens_per_s", "peak_reserved_gib", "pred_memory_gib", "ratio_memory", "now_memory_gib",
+            "now_ratio_memory")
+    names = ("config", "real tok/s", "planned then", "ratio then", "planned now", "ratio now", "reserved GiB",
+             "planned GiB then", "ratio then", "planned GiB now", "ratio now")
+    lines = [*(f"{h}  " for h in header), "", "| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    for r in now:
+        then = f"{r['pred_tokens_per_s_lo']}-{r['pred_tokens_per_s_hi']}" if r["pred_tokens_per_s_lo"] else "-"
+        cells = [then if c == "pred_tokens_per_s_lo" else (r.get(c) or "-") for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "then: the planner when the row was measured; now: the planner of this checkout (measured / planned)."]
+    text = "\n".join(lines) + "\n"
+    if args.write:
+        path.with_suffix(".md").write_text(text)
+    print(text)
+    return 0
+
+
 # ---------------------------------------------------------------- the run
 
 def device_facts(dry: bool) -> tuple[str, str]:
@@ -395,6 +467,9 @@ def run(args) -> int:
         logfile.flush()
 
     gpu, torch_build = device_facts(args.dry_run)
+    if gpu == "cpu" and not args.dry_run:
+        raise SystemExit("gpu_truth: torch sees no GPU here: run it on the GPU machine (docs/bench.md), or --dry-run "
+                         "(make gpu-truth DRY_RUN=1) to rehearse it on CPU")
     matrix = DRY_MATRIX if args.dry_run else GPU_MATRIX
     if args.only:
         wanted = set(args.only.split(","))
@@ -469,6 +544,8 @@ def write_tables(results: list[Result], gpu: str, product: str | None, torch_bui
     (out_dir / f"{stem}.csv").write_text(to_csv(rows, header))
     text = to_markdown(rows, header)
     (out_dir / f"{stem}.md").write_text(text)
+    # every step's time and the counters behind each row, for what the table cannot show (warm-up, spikes)
+    (out_dir / f"{stem}-metrics.json").write_text(json.dumps({r.config.name: r.metrics for r in results}, indent=1))
     return text
 
 
@@ -491,8 +568,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--deadline", type=int, default=None, help="seconds from start after which no configuration starts")
     r.add_argument("--min-left", type=int, default=45, help="a configuration starts only with this many seconds left")
     r.add_argument("--fresh-model", action="store_true", help="draw the random weights again")
+    p = sub.add_parser("report", help="a measured CSV beside the planner as it is now")
+    p.add_argument("csv", nargs="?", default=str(ROOT / "results" / "gpu_truth-nvidia-h200.csv"))
+    p.add_argument("--work", default=str(ROOT / ".cache" / "gpu_truth"))
+    p.add_argument("--write", action="store_true", help="also write the table as the CSV's .md")
     args = parser.parse_args(argv)
-    return bundle(Path(args.out)) if args.command == "bundle" else run(args)
+    if args.command == "bundle":
+        return bundle(Path(args.out))
+    return report(args) if args.command == "report" else run(args)
 
 
 if __name__ == "__main__":

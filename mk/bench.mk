@@ -2,6 +2,8 @@
 STEPS   ?= 20
 RESULTS ?=
 PLOT    ?=
+PRODUCT ?=
+CSV     ?=
 BENCH_FLAGS = $(call opt,--steps,$(STEPS)) $(call opt,--results,$(RESULTS))
 
 .PHONY: bench bench-report
@@ -11,3 +13,15 @@ bench: host $(if $(filter tiny-cpu,$(RECIPE)),tiny-model) ## run RECIPE for STEP
 
 bench-report: host ## print results/bench.csv with the planner's prediction and error % beside each row, plot results/bench.png (RESULTS=, PLOT=)
 	@$(ROCMFT) bench-report $(call opt,--results,$(RESULTS)) $(call opt,--plot,$(PLOT))
+
+# Hardware truth (benchmarks/gpu_truth.py, docs/bench.md): on a bare GPU machine the same script runs from the
+# bundle without make: python3 benchmarks/gpu_truth.py run --bundle wheelhouse/gpu_truth
+.PHONY: gpu-truth gpu-truth-bundle gpu-truth-report
+gpu-truth: tiny-model ## measure the planner on this machine's GPU (shipped recipes, random Llama-3-8B) -> results/gpu_truth-<gpu>.csv (DRY_RUN=1: CPU rehearsal; PRODUCT=)
+	@$(PY) benchmarks/gpu_truth.py run $(if $(call is_set,$(DRY_RUN)),--dry-run) $(call opt,--product,$(PRODUCT))
+
+gpu-truth-bundle: setup ## the pinned wheels gpu_truth needs on a bare GPU machine -> wheelhouse/gpu_truth/ (~25 MiB, carried there)
+	@$(PY) benchmarks/gpu_truth.py bundle
+
+gpu-truth-report: tiny-model ## a measured results/gpu_truth-*.csv beside the planner as it is now (CSV=)
+	@$(PY) benchmarks/gpu_truth.py report $(call q,$(CSV))

@@ -66,6 +66,21 @@ QUANT_FACTORS = {4: 0.7, 8: 0.5}
 # Micro-batches under this many tokens leave the matrix cores under-filled.
 SMALL_MICRO_BATCH_TOKENS = 2048
 SMALL_MICRO_BATCH_FACTOR = 0.85
+# Measured (benchmarks/gpu_truth.py on one NVIDIA H200, 2026-12-04, results/gpu_truth-nvidia-h200.csv; Llama-3-8B
+# LoRA r16 through LLaMA-Factory's Trainer, eager PyTorch, Liger):
+# - HOST_S_PER_LAYER: a micro-batch takes at least this long per decoder layer, whatever its tokens: the host
+#   side (Python, PEFT's unfused adapters, kernel launches, the Trainer's per-step work) runs ahead of the GPU
+#   and only shows when the GPU has little to do. 4 padded demo rows (~300 tokens, a few ms of GPU work) took
+#   0.568 s a step = 32 layers x 17.8 ms, planned 0.05 s (ratio 0.10); the packed 8192-token step (1.136 s)
+#   was GPU-bound and planned within 5%. Modelled as max(GPU time, host time): a floor, not an extra cost.
+#   Measured with LoRA; a full fine-tune has fewer modules per layer (the floor is an upper bound there).
+# - ZERO3_HOOK_S_PER_LAYER: ZeRO-3's per-module fetch/release hooks on one process (no communication at all)
+#   cost 1.504 - 1.136 = 0.368 s per 8192-token micro-batch = 11.5 ms per layer, planned 0 (ratio 0.79):
+#   they synchronise, so they add to the step. Assumed the same per rank on more GPUs, on top of the exposed
+#   communication above. Both are host-side costs: vendor-independent in kind, their size depends on the host
+#   CPU and the kernel-launch latency (ROCm's is higher than CUDA's): a `make bench` on AMD replaces them.
+HOST_S_PER_LAYER = 0.568 / 32
+ZERO3_HOOK_S_PER_LAYER = (1.504 - 1.136) / 32
 
 
 @dataclass(frozen=True)
@@ -250,6 +265,31 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
     return tuple(factors)
 
 
+def host_seconds(w: Workload) -> tuple[float, float]:
+    """(floor, added) seconds per micro-batch on the host side (HOST_S_PER_LAYER, ZERO3_HOOK_S_PER_LAYER)."""
+    layers = w.model.num_hidden_layers
+    hooks = ZERO3_HOOK_S_PER_LAYER * layers if w.zero_stage == 3 else 0.0
+    return HOST_S_PER_LAYER * layers, hooks
+
+
+def with_host_time(w: Workload, tps: tuple[float, float], real: float) -> tuple[tuple[float, float], tuple]:
+    """Tokens/s with the host's time per micro-batch: max(GPU time, host floor) + ZeRO-3 hooks; the factors shown."""
+    floor, hooks = host_seconds(w)
+    out, shown = [], []
+    for rate in tps:
+        gpu = real / rate
+        out.append(real / (max(gpu, floor) + hooks))
+    mid_before, mid_after = sum(tps) / 2, sum(out) / 2
+    gpu_mid = real / mid_before
+    if floor > gpu_mid:
+        shown.append((f"host-bound: {floor:.2f} s per micro-batch at least, the GPU's part {gpu_mid:.2f} s "
+                      "(gpu_truth, H200)", gpu_mid / floor))
+    if hooks:
+        shown.append((f"ZeRO-3 fetch/release hooks, {hooks:.2f} s per micro-batch (gpu_truth, H200)",
+                      max(gpu_mid, floor) / (max(gpu_mid, floor) + hooks)))
+    return (out[0], out[1]), tuple(shown)
+
+
 def relative_speed(new: Workload, old: Workload) -> float:
     """Throughput of `new` over `old` under the same utilisation assumption (> 1: faster)."""
     f_new, _ = flops_per_token(new)
@@ -271,6 +311,10 @@ def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) ->
     time = None
     b = batches(w)
     real = b.real if b is not None else float(w.tokens_per_micro_batch)  # real tokens per micro-batch
+    if tps is not None and real > 0:
+        tps, host_factors = with_host_time(w, tps, real)
+        factors = (*factors, *host_factors)
+        factor = math.prod(f for _, f in factors)
     unit = "packed rows" if w.packing != "padded" else "samples"
     if b is not None and b.mode == "blocks" and not b.rows:
         notes.append(f"the text holds ~{sum(w.lengths.tokens):,} tokens, less than one block of cutoff_len - 1 = "
