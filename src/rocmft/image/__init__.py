@@ -17,7 +17,7 @@ import importlib
 # Resolved on first use, not at import: `rocmft.arches` reads `image.versions` (the pins), and importing the
 # package must not pull in the Docker SDK or the build plan (which reads `rocmft.arches`: an import circle).
 _EXPORTS = {"find_image": "docker_api", "image_arch": "docker_api", "image_labels": "docker_api",
-            "LABEL_PREFIX": "plan", "BuildPlan": "plan", "build_plan": "plan", "tags": "plan"}
+            "LABEL_PREFIX": "names", "BuildPlan": "plan", "build_plan": "plan", "tags": "names"}
 
 __all__ = sorted(_EXPORTS)
 
