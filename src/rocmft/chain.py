@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import paths, runs
+from .adapters import upstream_adapters as upstream_adapters  # re-exported: cli/export.py, tests
 from .problems import Problem, ProblemReport
 from .recipes import Recipe
 
@@ -31,16 +32,6 @@ class Start:
     spec: str  # the run dir or folder FROM resolved to (`last` pinned down): a resumed run starts there again
     source: str  # what the run starts from, in words, as status.json records it
     notes: list[Problem] = field(default_factory=list)
-
-
-def upstream_adapters(train_args: dict[str, Any]) -> list[str]:
-    """The adapters a run's own adapter was trained on top of (merged into its base first): to load the run,
-    they come before its own, in order."""
-    if not train_args.get("create_new_adapter"):
-        return []
-    named = train_args.get("adapter_name_or_path") or []
-    names = named if isinstance(named, list) else str(named).split(",")
-    return [n.strip() for n in names if n.strip()]
 
 
 def resolve(spec: str, recipe: Recipe) -> Start:

@@ -197,9 +197,9 @@ def test_build_row_cpu_leaves_mfu_empty_and_says_why(tmp_path, monkeypatch):
 def test_gpu_model_falls_back_to_the_arch_product(monkeypatch):
     from rocmft import arches
 
-    monkeypatch.setattr(bench, "_smi_product", lambda: None)
+    monkeypatch.setattr(bench.facts, "_smi_product", lambda: None)
     assert bench.gpu_model(arches.get("gfx942"), {"device": ""}) == "MI300X"
-    monkeypatch.setattr(bench, "_smi_product", lambda: "AMD Instinct MI325X")
+    monkeypatch.setattr(bench.facts, "_smi_product", lambda: "AMD Instinct MI325X")
     assert bench.gpu_model(arches.get("gfx942"), {}) == "AMD Instinct MI325X"
     assert bench.gpu_model(arches.get("cpu"), {"device": "whatever"}) == "cpu"
 

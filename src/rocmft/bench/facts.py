@@ -83,11 +83,8 @@ def gpu_model(arch: arches.Arch, metrics: Mapping[str, Any]) -> str:
     seen = str(metrics.get("device") or "").strip()
     if seen and seen not in ("gpu", "cpu"):
         return seen
-    # Looked up on rocmft.bench when called, not bound here: replacing rocmft.bench._smi_product (as the
-    # tests do, on hosts without amd-smi) must reach this call, as it did when bench was one module.
-    from . import _smi_product as smi_product
-
-    return smi_product() or (arch.products[0] if arch.products else arch.name)
+    # A module-global lookup at call time: the tests replace rocmft.bench.facts._smi_product (no amd-smi here).
+    return _smi_product() or (arch.products[0] if arch.products else arch.name)
 
 
 def compute_mfu(tokens_per_s_per_gpu: float | None, flops_per_token: float | None, peak_tflops: float | None) -> float | None:

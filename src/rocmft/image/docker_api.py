@@ -7,7 +7,7 @@ import os
 from typing import Mapping
 
 from ..problems import Problem, ProblemReport
-from .plan import LABEL_PREFIX, tags
+from .names import LABEL_PREFIX, tags
 
 START_DAEMON = ("start it: `sudo systemctl start docker`; on a bare machine, as root, "
                 "`eval \"$(scripts/ci/dockerd-up.sh)\"` (exports DOCKER_HOST); or train without Docker: RUNTIME=local")

@@ -6,7 +6,7 @@ from .plan import LABEL_PREFIX
 
 # The order people read them in; any other ai.rocmft.* label follows.
 _ORDER = ("arch", "pytorch_rocm_arch", "rocm", "python", "torch", "llamafactory", "deepspeed", "deepspeed_ops",
-          "flash_attn", "bitsandbytes", "selfcheck", "offline", "version", "commit")
+          "flash_attn", "bitsandbytes", "liger_kernel", "packages", "selfcheck", "offline", "version", "commit")
 
 
 def rocmft_labels(labels: dict[str, str]) -> list[tuple[str, str]]:
@@ -22,7 +22,12 @@ def label_lines(image) -> list[str]:
         return ["  labels    (none of rocmft's: not a rocmft image?)"]
     width = max(len(k) for k, _ in pairs)
     out = ["  holds"]
-    out += [f"    {k:<{width}}  {v if v != '' else '-'}" for k, v in pairs]
+    for k, v in pairs:
+        if k == "packages":  # the arch table's list (docker/arches.yaml): one package and version a line
+            words = v.split() or ["-"]
+            out += [f"    {k if i == 0 else '':<{width}}  {w.replace('==', ' ')}" for i, w in enumerate(words)]
+        else:
+            out.append(f"    {k:<{width}}  {v if v != '' else '-'}")
     base = labels.get("org.opencontainers.image.base.name")
     if base:
         out.append(f"    {'base':<{width}}  {base}")

@@ -12,16 +12,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from .. import __version__
 from ..arches import Arch
 from . import kernels as kernel_stage
 from .kernels import KernelSpec, MaxJobs
+from .names import LABEL_PREFIX, tags
 from .versions import Versions
 
-REPOSITORY = "rocmft"
 DOCKERFILE = "docker/Dockerfile"
 TARGET = "image"
-LABEL_PREFIX = "ai.rocmft."
 # Where the wheelhouse sits inside the build context (whatever folder it came from on the host).
 CONTEXT_WHEELHOUSE = "wheelhouse/{arch}"
 # No DeepSpeed op is prebuilt. FUSED_ADAM would only load for a DeepSpeed config with an `optimizer` block,
@@ -32,11 +30,13 @@ CONTEXT_WHEELHOUSE = "wheelhouse/{arch}"
 # TORCH_EXTENSIONS_DIR caches it), once, on the first offload run.
 DEEPSPEED_OPS_LABEL = "none (JIT-compiled on first use)"
 FLASH_ATTN_MODES = ("auto", "skip")
-
-
-def tags(arch: str, version: str = __version__) -> list[str]:
-    """`rocmft:<version>-<arch>` (immutable per release) and the moving `rocmft:<arch>`."""
-    return [f"{REPOSITORY}:{version}-{arch}", f"{REPOSITORY}:{arch}"]
+# Table packages installed by a step of their own: DeepSpeed (an sdist built against the image's torch,
+# DEEPSPEED_VERSION) and flash-attn (the kernel stage, FLASH_ATTN_VERSION). The rest go in PACKAGES.
+OWN_STEP = ("deepspeed", "flash-attn")
+# Installed --no-deps: liger-kernel's metadata requires `triton`; with its deps pip would put PyPI's (CUDA) triton
+# over the ROCm base's own (pytorch-triton-rocm), which is what Liger's kernels must run on. Its other
+# requirement, torch, is the base's. (shared/notes/facts.md; liger-kernel 0.8.2 setup.py install_requires)
+NO_DEPS = ("liger-kernel",)
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,19 @@ class BuildPlan:
             f"  deepspeed ops  {DEEPSPEED_OPS_LABEL}",
         ]
 
+    def package_lines(self) -> list[str]:
+        """The arch table's packages this image installs, each with its version and how it gets in."""
+        words = [w.split("==", 1) for w in self.buildargs.get("IMAGE_PACKAGES", "").split()]
+        if not words:
+            return []
+        no_deps = {w.split("==", 1)[0] for w in self.buildargs.get("PACKAGES_NO_DEPS", "").split()}
+        how = {"deepspeed": "sdist, built against the image's torch", "flash-attn": "the kernel stage's wheel"}
+        width = max(len(n) for n, _ in words)
+        out = [f"  packages (docker/arches.yaml {self.arch})"]
+        out += [f"    {n:<{width}}  {v:<12} {how.get(n, 'pip --no-deps (keeps the base triton)' if n in no_deps else 'pip')}"
+                for n, v in words]
+        return out
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
@@ -109,6 +122,7 @@ class BuildPlan:
             f"  wheelhouse   {self.wheelhouse or '(none: packages come from the index)'}",
             f"  tags         {', '.join(self.tags)}",
             *self.kernel_lines(),
+            *self.package_lines(),
             "  build args",
         ]
         width = max(len(k) for k in self.buildargs)
@@ -120,13 +134,30 @@ class BuildPlan:
 
 
 def kernels(arch: Arch, versions: Versions, flash_attn: str) -> tuple[str, str]:
-    """(flash-attn backend to build or "none", bitsandbytes version or ""): what the image compiles or
-    installs beyond the training stack. The wheelhouse asks the same question."""
+    """(flash-attn backend to build or "none", bitsandbytes version or ""): what the image compiles, and
+    whether the arch table's packages hold bitsandbytes."""
     if flash_attn not in FLASH_ATTN_MODES:
         raise ValueError(f"flash_attn must be one of {FLASH_ATTN_MODES}, not {flash_attn!r}")
-    backend = arch.flash_attn if arch.flash_attn in ("ck", "triton") and flash_attn != "skip" else "none"
-    bnb = versions.bitsandbytes if (arch.is_gpu and arch.bitsandbytes) else ""
-    return backend, bnb
+    backend = arch.flash_attn if "flash-attn" in arch.image_packages and flash_attn != "skip" else "none"
+    return backend, arch.image_packages.get("bitsandbytes", "")
+
+
+def image_packages(arch: Arch, flash_attn: str = "auto") -> dict[str, str]:
+    """The arch table's packages this build installs (flash-attn left out by FLASH_ATTN=skip)."""
+    if flash_attn not in FLASH_ATTN_MODES:
+        raise ValueError(f"flash_attn must be one of {FLASH_ATTN_MODES}, not {flash_attn!r}")
+    return {name: version for name, version in sorted(arch.image_packages.items())
+            if not (name == "flash-attn" and flash_attn == "skip")}
+
+
+def pins(packages: Mapping[str, str], names=None) -> str:
+    """`name==version` words (a build arg the Dockerfile splits), for the given names or all."""
+    return " ".join(f"{n}=={v}" for n, v in sorted(packages.items()) if names is None or n in names)
+
+
+def label_key(package: str) -> str:
+    """`liger-kernel` -> `ai.rocmft.liger_kernel`: the per-package label."""
+    return LABEL_PREFIX + package.replace("-", "_")
 
 
 def flash_attn_label(arch: Arch, versions: Versions, mode: str) -> str:
@@ -144,6 +175,8 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
     kernel_cache_root: the arch's wheelhouse folder, whose kernels/<key>/ keeps the compiled wheel;
     kernel_sources: host files the kernel stage may compile from (offline: the flash-attn sdist, build tools)."""
     built_backend, bnb = kernels(arch, versions, flash_attn)
+    packages = image_packages(arch, flash_attn)
+    pip_installed = [n for n in packages if n not in OWN_STEP]
     jobs = max_jobs if isinstance(max_jobs, MaxJobs) else MaxJobs(max_jobs, "given")
     dims, dims_why = kernel_stage.head_dims_for_build(head_dims)
     spec = kernel_stage.spec_for(arch, versions, built_backend, dims, base_id)
@@ -176,8 +209,13 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE" if backend == "triton" else "FALSE",
         "FLASH_ATTN_LABEL": flash_attn_label(arch, versions, flash_attn),
         "GPU_ARCHS": arch.pytorch_rocm_arch,
-        "BITSANDBYTES_VERSION": bnb,
         "BITSANDBYTES_LABEL": bnb or "none",
+        # The arch table's packages (docker/arches.yaml `packages:`): all of them for the self-check and the
+        # `ai.rocmft.packages` label; pip installs PACKAGES (held to the lock) and PACKAGES_NO_DEPS.
+        "IMAGE_PACKAGES": pins(packages),
+        "PACKAGES": pins(packages, [n for n in pip_installed if n not in NO_DEPS]),
+        "PACKAGES_NO_DEPS": pins(packages, [n for n in pip_installed if n in NO_DEPS]),
+        "LIGER_KERNEL_LABEL": packages.get("liger-kernel", "none"),
         "BUILD_DEPS": " ".join(versions.build_deps),
         # The kernel stage's inputs (with BASE_IMAGE, FLASH_ATTN_VERSION, GPU_ARCHS, BUILD_DEPS, OFFLINE).
         "KERNEL_BACKEND": spec.backend,
@@ -202,8 +240,11 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         LABEL_PREFIX + "torch": torch_version,
         LABEL_PREFIX + "llamafactory": versions.llamafactory,
         LABEL_PREFIX + "deepspeed": versions.deepspeed,
+        LABEL_PREFIX + "deepspeed_ops": DEEPSPEED_OPS_LABEL,
         LABEL_PREFIX + "flash_attn": buildargs["FLASH_ATTN_LABEL"],
         LABEL_PREFIX + "bitsandbytes": buildargs["BITSANDBYTES_LABEL"],
+        label_key("liger-kernel"): buildargs["LIGER_KERNEL_LABEL"],
+        LABEL_PREFIX + "packages": buildargs["IMAGE_PACKAGES"],
         LABEL_PREFIX + "offline": buildargs["OFFLINE"],
         # The Dockerfile runs the self-check before this label: an image that has it passed.
         LABEL_PREFIX + "selfcheck": "passed",

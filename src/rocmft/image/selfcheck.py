@@ -5,8 +5,9 @@
 
 Checks: torch is the build the arch needs (ROCm: `torch.version.hip` set and the base image's version;
 cpu: neither CUDA nor HIP), no `nvidia-*` package is installed, LLaMA-Factory and DeepSpeed import at
-the pinned versions, flash-attn and bitsandbytes are there exactly when the build says so. The report
-is written into the image; any failed check exits 1 and so fails the build.
+the pinned versions, every package of the arch table's list (--packages) is installed at its version and
+imports, and the GPU-only packages the list leaves out are absent. The report is written into the image;
+any failed check exits 1 and so fails the build.
 """
 
 from __future__ import annotations
@@ -47,8 +48,42 @@ def _attempt(name: str, fn) -> Check:
     return Check(name, bool(ok), detail)
 
 
+# The GPU-only packages (image/versions.py IMAGE_PINS): absent from an image whose list leaves them out.
+GPU_ONLY = ("bitsandbytes", "flash-attn", "liger-kernel")
+# What a package's import must reach to count: LLaMA-Factory applies Liger through liger_kernel.transformers
+# (model/model_utils/liger_kernel.py), which imports its Triton kernels; the bare package imports nothing.
+IMPORTS = {"liger-kernel": "liger_kernel.transformers", "rouge-chinese": "rouge_chinese"}
+
+
+def parse_packages(words: str) -> dict[str, str]:
+    """`name==version ...` (the IMAGE_PACKAGES build arg) -> {canonical name: version}."""
+    out = {}
+    for word in words.split():
+        name, _, version = word.partition("==")
+        out[name.lower().replace("_", "-")] = version
+    return out
+
+
+def _module_for(package: str) -> str:
+    if package in IMPORTS:
+        return IMPORTS[package]
+    for module, dists in metadata.packages_distributions().items():
+        if any(d.lower().replace("_", "-") == package for d in dists) and not module.startswith("_"):
+            return module
+    return package.replace("-", "_")
+
+
+def _import(module: str) -> tuple[bool, str]:
+    import importlib
+
+    importlib.import_module(module)
+    return True, f"import {module}"
+
+
 def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: str, llamafactory: str, deepspeed: str,
-               flash_attn: str, flash_attn_mode: str, flash_attn_version: str, bitsandbytes: str) -> list[Check]:
+               flash_attn: str, flash_attn_mode: str, flash_attn_version: str,
+               packages: dict[str, str] | None = None) -> list[Check]:
+    packages = dict(packages or {})
     installed = _installed()
     checks: list[Check] = []
     if python:
@@ -102,16 +137,30 @@ def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: s
                             f"not built ({'FLASH_ATTN=skip' if flash_attn_mode == 'skip' else 'no backend for ' + arch})"
                             + (f", but flash-attn {have_fa} is installed" if have_fa else "")))
 
-    have_bnb = installed.get("bitsandbytes")
-    if bitsandbytes:
-        checks.append(Check("bitsandbytes", have_bnb == bitsandbytes, f"bitsandbytes {have_bnb or 'missing'}"))
-    else:
-        checks.append(Check("bitsandbytes", have_bnb is None,
-                            "not installed" if have_bnb is None else f"not planned, but {have_bnb} is installed"))
+    # The arch table's list: each at its version and importable; the GPU-only ones it leaves out, absent.
+    # (DeepSpeed and flash-attn have their own import checks above.)
+    for name, version in sorted(packages.items()):
+        if name in ("deepspeed", "flash-attn"):
+            continue
+        have = installed.get(name)
+        checks.append(Check(name, have == version, f"{name} {have or 'missing'} (expected {version})"))
+        if have:
+            module = _module_for(name)
+            checks.append(_attempt(f"{name} imports", lambda module=module: _import(module)))
+    for name in GPU_ONLY:
+        if name not in packages and name != "flash-attn":
+            have = installed.get(name)
+            checks.append(Check(name, have is None, "not installed (not in the arch's packages)" if have is None
+                                else f"not in the arch's packages, but {name} {have} is installed"))
 
+    # mm_plugin imports torchaudio unconditionally: it must import (cpu: even with its native libraries removed).
+    checks.append(_attempt("torchaudio imports", lambda: (True, f"torchaudio {__import__('torchaudio').__version__}")))
+    if torch_from == "base":
+        # LLaMA-Factory requires torchvision too; the base image's own build must import beside its torch (a
+        # missing one would make pip pull PyPI's CUDA wheel, and transformers' image paths import it).
+        checks.append(_attempt("torchvision imports",
+                               lambda: (True, f"torchvision {__import__('torchvision').__version__}")))
     if torch_from == "wheels":
-        # mm_plugin imports torchaudio unconditionally: it must import even with its native libraries removed.
-        checks.append(_attempt("torchaudio imports", lambda: (True, f"torchaudio {__import__('torchaudio').__version__}")))
         # scripts/setup-venv.sh's treatment: PyPI's CUDA torchvision must be gone, torchaudio must import.
         checks.append(Check("torchvision removed", "torchvision" not in installed,
                             "absent (transformers treats it as optional)" if "torchvision" not in installed
@@ -163,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flash-attn", default="none")
     parser.add_argument("--flash-attn-mode", default="auto")
     parser.add_argument("--flash-attn-version", default="")
-    parser.add_argument("--bitsandbytes", default="")
+    parser.add_argument("--packages", default="", help="the arch table's list: `name==version ...`")
     parser.add_argument("--write", metavar="FILE", help="write the JSON report here")
     args = parser.parse_args(argv)
     if args.show:
@@ -177,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     checks = run_checks(arch=args.arch, python=args.python, torch_from=args.torch_from, torch_version=args.torch,
                         llamafactory=args.llamafactory, deepspeed=args.deepspeed, flash_attn=args.flash_attn,
                         flash_attn_mode=args.flash_attn_mode, flash_attn_version=args.flash_attn_version,
-                        bitsandbytes=args.bitsandbytes)
+                        packages=parse_packages(args.packages))
     data = report(args.arch, checks)
     if args.write:
         with open(args.write, "w") as handle:

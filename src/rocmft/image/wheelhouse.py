@@ -4,8 +4,8 @@ complete before an offline build (a missing wheel is named, not found out 5 minu
 
 - cpu: the lock resolved for real (`pip download`, same Python as the image's: 3.11), CPU torch included.
 - ROCm arches: every pin of the lock except torch/torchvision/torchaudio (the base image's are kept),
-  fetched `--no-deps` for the image's Python (3.12) and platform, plus the DeepSpeed and flash-attn
-  sdists and bitsandbytes. Never torch: a torch in a ROCm wheelhouse is reported as an error.
+  fetched `--no-deps` for the image's Python (3.12) and platform, plus the arch table's packages (the
+  DeepSpeed and flash-attn sdists, liger-kernel, bitsandbytes). Never torch: a torch in a ROCm wheelhouse is reported as an error.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Mapping
 
 from ..arches import Arch
 from ..problems import Problem, ProblemReport
-from .plan import kernels
+from .plan import image_packages
 from .versions import Versions, canonical, read_pins
 
 MANIFEST = "rocmft-wheelhouse.json"
@@ -59,15 +59,12 @@ class WheelhousePlan:
 
 
 def required_pins(arch: Arch, versions: Versions, train: Path, flash_attn: str = "auto") -> list[str]:
-    """What the Dockerfile asks for by name (train.txt, deepspeed, build deps, torch/flash-attn/bnb)."""
+    """What the Dockerfile asks for by name: train.txt, the build deps, the arch table's packages (deepspeed,
+    flash-attn, liger-kernel, bitsandbytes, ...: image.plan.image_packages), the cpu torch."""
     pins = [f"{name}=={version}" for name, version in read_pins(train).items()]
-    pins.append(f"deepspeed=={versions.deepspeed}")
+    named = set(read_pins(train))
+    pins += [f"{name}=={version}" for name, version in image_packages(arch, flash_attn).items() if name not in named]
     pins += list(versions.build_deps)
-    backend, bnb = kernels(arch, versions, flash_attn)
-    if backend != "none":
-        pins.append(f"flash-attn=={versions.flash_attn}")
-    if bnb:
-        pins.append(f"bitsandbytes=={bnb}")
     if not arch.is_gpu:
         pins.insert(0, f"torch=={versions.torch_cpu}")
     return pins

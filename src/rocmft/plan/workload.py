@@ -16,7 +16,7 @@ from typing import Any
 from .. import arches, ds_presets, paths, precision
 from ..problems import Problem, ProblemReport, did_you_mean
 from ..recipes import Recipe
-from . import liger, models, product
+from . import models, product
 from .lengths import Lengths
 
 # Planner settings a recipe may put under `plan:`.
@@ -93,7 +93,7 @@ class Workload:
     unified_memory: bool = False  # an APU: "CPU" offload lands in the same memory
     packing: str = "padded"  # padded | packing | neat_packing (LLaMA-Factory's data arguments)
     lengths: Lengths | None = None  # the rows' token counts (lengths.py); None: every row at cutoff_len
-    liger_available: bool = False  # the target image has liger-kernel (its label, else the arch table)
+    liger_available: bool = False  # the target image has liger-kernel (the arch table's packages, never the daemon)
     ds_prefetch: float | None = None  # stage3_prefetch_bucket_size, elements; None: "auto" (0.9 hidden_size^2)
     ds_persistence: float | None = None  # stage3_param_persistence_threshold; None: "auto" (10 hidden_size)
     ds_overlap_comm: bool = False
@@ -340,7 +340,7 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         ds_sub_group_size=ds.get("sub_group_size") or 1e9,
         product=arch.product if arch.is_gpu else "", product_source=product_source if arch.is_gpu else "",
         node_gpus=arch.gpus_per_node, unified_memory=arch.unified_memory,
-        packing=packing, liger_available=liger.available(arch),
+        packing=packing, liger_available=arch.liger_kernel,
         ds_prefetch=ds.get("stage3_prefetch_bucket_size"), ds_persistence=ds.get("stage3_param_persistence_threshold"),
         ds_overlap_comm=bool(ds.get("overlap_comm")), ds_allgather_bucket=ds.get("allgather_bucket_size"),
     )

@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from .. import chain, runs
+from .. import runs
+from ..adapters import upstream_adapters
 from ..problems import Problem, ProblemReport
 
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
@@ -111,7 +112,7 @@ def load(run_dir: Path) -> Target:
                           str(template), "merged", carried, ())
         model = str(train.get("model_name_or_path") or "")
         # A run started FROM an earlier run's adapter trained its own on top of that one, merged: both load, in order.
-        below = chain.upstream_adapters(train)
+        below = upstream_adapters(train)
         if _has_adapter(output):
             return Target(run_dir, run_path, run_dir.name, arch, trained_runtime, model,
                           ",".join([*below, f"{run_path}/output"]), str(template), "adapter", carried, ())

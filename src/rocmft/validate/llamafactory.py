@@ -26,7 +26,7 @@ from typing import Any
 
 from ..arches import Arch
 from ..problems import Problem, did_you_mean
-from . import packages
+from . import image_packages, packages
 
 # Keys from the posts (and habits) that LLaMA-Factory does not take for training, with what to use instead.
 KNOWN_WRONG = {
@@ -225,23 +225,17 @@ def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
             else:
                 notes.append(Problem(file, key, f"host-dependent check judged for {arch.name} (supports it), "
                                                 "not this host", severity="note"))
-    # Liger's kernels are Triton GPU kernels: refused for cpu; for a GPU arch its image's package decides, not this host's.
-    if trial.get("enable_liger_kernel"):
-        if arch is not None and not arch.is_gpu:
-            problems.append(Problem(file, "enable_liger_kernel", "Liger's kernels run on GPUs only (Triton): not on cpu",
-                                    "remove it, or enable_liger_kernel=false"))
-            trial["enable_liger_kernel"] = False
-        elif importlib.util.find_spec("liger_kernel") is None:
-            trial["enable_liger_kernel"] = False
-            if arch is None:
-                notes.append(Problem(file, "enable_liger_kernel", "needs liger-kernel where the job runs, not judged "
-                                     "on this host", "`rocmft validate --arch NAME` judges it for that arch", severity="note"))
-            elif arch.liger_kernel:
-                notes.append(Problem(file, "enable_liger_kernel", f"judged for {arch.name}: its image ships liger-kernel "
-                                     "(docker/arches.yaml), this host does not", severity="note"))
-            else:
-                problems.append(Problem(file, "enable_liger_kernel", f"the {arch.name} image has no liger-kernel "
-                                        "(docker/arches.yaml liger_kernel: false)", "enable_liger_kernel=false"))
+    # Settings that need an optional package: judged against the arch image's list (docker/arches.yaml
+    # `packages:`), not this host's venv; without an arch, LLaMA-Factory's own check on this host decides,
+    # except for Liger, which no CPU venv has.
+    if arch is not None:
+        lacking, judged, trial = image_packages.judge(trial, arch, file)
+        problems += lacking
+        notes += judged
+    elif trial.get("enable_liger_kernel") and importlib.util.find_spec("liger_kernel") is None:
+        trial["enable_liger_kernel"] = False
+        notes.append(Problem(file, "enable_liger_kernel", "needs liger-kernel where the job runs, not judged "
+                             "on this host", "`rocmft validate --arch NAME` judges it for that arch", severity="note"))
     missing: list[tuple[str, ImportError]] = []
     warned: list[str] = []
     try:

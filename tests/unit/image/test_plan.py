@@ -32,7 +32,6 @@ def test_gfx942_plan_is_pinned():
         "ARCH": "gfx942",
         "BASE_IMAGE": ROCM_BASE,
         "BITSANDBYTES_LABEL": "0.50.2",
-        "BITSANDBYTES_VERSION": "0.50.2",
         "BUILD_DEPS": "setuptools==84.2.1 wheel==0.48.0",
         "DEEPSPEED_VERSION": "0.19.8",
         "DS_ACCELERATOR": "cuda",
@@ -46,6 +45,13 @@ def test_gfx942_plan_is_pinned():
         "FLASH_ATTN_VERSION": "2.8.3.post2",
         "GIT_COMMIT": COMMIT,
         "GPU_ARCHS": "gfx942",
+        # docker/arches.yaml `packages:` for gfx942: all of them, and the two lists pip installs
+        "IMAGE_PACKAGES": "bitsandbytes==0.50.2 deepspeed==0.19.8 flash-attn==2.8.3.post2 jieba==0.42.1 "
+                          "liger-kernel==0.8.2 matplotlib==3.11.2 nltk==3.10.4 rouge-chinese==1.0.3",
+        "PACKAGES": "bitsandbytes==0.50.2 jieba==0.42.1 matplotlib==3.11.2 nltk==3.10.4 rouge-chinese==1.0.3",
+        # liger-kernel without its `triton` requirement: ROCm's triton stays (issue 31, run-breaker 1)
+        "PACKAGES_NO_DEPS": "liger-kernel==0.8.2",
+        "LIGER_KERNEL_LABEL": "0.8.2",
         "KERNEL_BACKEND": "ck",
         "LLAMAFACTORY_VERSION": "0.9.5",
         "MAX_JOBS": "1",
@@ -63,6 +69,8 @@ def test_gfx942_plan_is_pinned():
     assert plan.dockerfile == "docker/Dockerfile" and plan.target == "image"
     assert plan.labels[LABEL_PREFIX + "arch"] == "gfx942"
     assert plan.labels[LABEL_PREFIX + "flash_attn"] == "ck-2.8.3.post2 (gfx942)"
+    assert plan.labels[LABEL_PREFIX + "liger_kernel"] == "0.8.2"
+    assert plan.labels[LABEL_PREFIX + "packages"] == plan.buildargs["IMAGE_PACKAGES"]
     assert plan.labels["org.opencontainers.image.revision"] == COMMIT
 
 
@@ -79,7 +87,7 @@ def test_gfx1100_plan_is_pinned():
     # flash-attn 2.8.3 flash_attn_interface.py: USE_TRITON_ROCM = os.getenv("FLASH_ATTENTION_TRITON_AMD_ENABLE")
     # at import, so the image's runtime ENV (this build arg) must say TRUE for a Triton build.
     assert args["FLASH_ATTENTION_TRITON_AMD_ENABLE"] == "TRUE"
-    assert args["BITSANDBYTES_VERSION"] == "0.50.2"
+    assert "bitsandbytes==0.50.2" in args["PACKAGES"] and args["PACKAGES_NO_DEPS"] == "liger-kernel==0.8.2"
     assert plan.tags == ("rocmft:0.1.0-gfx1100", "rocmft:gfx1100")
     # Everything but the arch-specific values is the same as gfx942's: one Dockerfile, one recipe.
     other = dict(plan_for("gfx942").buildargs)
@@ -107,7 +115,8 @@ def test_cpu_offline_plan():
     assert args["BASE_IMAGE"] == "rocmft-base:cpu"
     assert (args["TORCH_FROM"], args["TORCH_VERSION"]) == ("wheels", "2.13.0")
     assert (args["DS_ACCELERATOR"], args["ROCM_VERSION"]) == ("cpu", "none") and "DS_BUILD_OPS" not in args
-    assert args["FLASH_ATTN_BACKEND"] == "none" and args["BITSANDBYTES_VERSION"] == ""
+    assert args["FLASH_ATTN_BACKEND"] == "none" and "bitsandbytes" not in args["PACKAGES"]
+    assert args["PACKAGES_NO_DEPS"] == "" and args["LIGER_KERNEL_LABEL"] == "none"
     assert plan.labels[LABEL_PREFIX + "flash_attn"] == "none (no flash-attn backend for cpu)"
 
 
@@ -128,7 +137,14 @@ def test_build_args_for_every_arch(name):
         assert (args["TORCH_FROM"], args["DS_ACCELERATOR"], args["ROCM_VERSION"]) == ("wheels", "cpu", "none")
     want_fa = {"ck": "ck", "triton": "triton"}.get(arch.flash_attn, "none")
     assert args["FLASH_ATTN_BACKEND"] == want_fa
-    assert bool(args["BITSANDBYTES_VERSION"]) == (arch.is_gpu and arch.bitsandbytes)
+    assert ("bitsandbytes==" in args["PACKAGES"]) == arch.bitsandbytes
+    # the build installs exactly the table's list: deepspeed and flash-attn by their own steps, the rest by pip
+    installed = {w.split("==")[0]: w.split("==")[1] for w in (args["PACKAGES"] + " " + args["PACKAGES_NO_DEPS"]).split()}
+    installed["deepspeed"] = args["DEEPSPEED_VERSION"]
+    if args["KERNEL_BACKEND"] != "none":
+        installed["flash-attn"] = args["FLASH_ATTN_VERSION"]
+    assert installed == dict(arch.image_packages)
+    assert args["IMAGE_PACKAGES"] == " ".join(f"{n}=={v}" for n, v in sorted(arch.image_packages.items()))
     assert plan_for(name).tags == tuple(tags(name, "0.1.0"))
 
 

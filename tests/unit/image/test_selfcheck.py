@@ -14,6 +14,7 @@ import types
 
 import pytest
 
+from rocmft import arches
 from rocmft.image import selfcheck
 
 
@@ -27,9 +28,10 @@ def install_fake_rocm_stack(monkeypatch, *, torch_version="2.10.0+rocm7.2.4", hi
     fa.flash_attn_interface = fai
     monkeypatch.setitem(sys.modules, "flash_attn", fa)
     monkeypatch.setitem(sys.modules, "flash_attn.flash_attn_interface", fai)
-    audio = types.ModuleType("torchaudio")
-    audio.__version__ = "2.13.0"
-    monkeypatch.setitem(sys.modules, "torchaudio", audio)
+    for name in ("torchaudio", "torchvision", "bitsandbytes"):
+        module = types.ModuleType(name)
+        module.__version__ = "0.0-fake"
+        monkeypatch.setitem(sys.modules, name, module)
     torch = types.ModuleType("torch")
     torch.__version__ = torch_version
     torch.version = types.SimpleNamespace(hip=hip, cuda=cuda)
@@ -60,7 +62,8 @@ def fake_installed_dists(monkeypatch, dists: dict[str, str]):
 
 
 ROCM = dict(arch="gfx942", torch_from="base", torch_version="2.10.0", llamafactory="0.9.5", deepspeed="0.19.8",
-            flash_attn="ck", flash_attn_mode="auto", flash_attn_version="2.8.3.post2", bitsandbytes="0.50.2")
+            flash_attn="ck", flash_attn_mode="auto", flash_attn_version="2.8.3.post2",
+            packages={"bitsandbytes": "0.50.2", "deepspeed": "0.19.8", "flash-attn": "2.8.3.post2"})
 
 
 def by_name(checks):
@@ -109,21 +112,27 @@ def real_cpu(**changes) -> dict:
 
     return {**dict(arch="cpu", torch_from="wheels", torch_version=md.version("torch").split("+")[0],
                    llamafactory=md.version("llamafactory"), deepspeed=md.version("deepspeed"), flash_attn="none",
-                   flash_attn_mode="auto", flash_attn_version="", bitsandbytes=""), **changes}
+                   flash_attn_mode="auto", flash_attn_version="",
+                   packages=dict(arches.table()["cpu"].image_packages)), **changes}
 
 
 def test_real_cpu_stack_passes_with_every_import():
     found = by_name(selfcheck.run_checks(**real_cpu()))
     assert all(c.ok for c in found.values()), found
+    # the cpu arch's packages (docker/arches.yaml), each at its version and imported for real
+    listed = {n for n in arches.table()["cpu"].image_packages if n != "deepspeed"}
+    assert listed == {"jieba", "matplotlib", "nltk", "rouge-chinese"}
     assert set(found) == {"torch", "no nvidia packages", "llamafactory imports", "deepspeed imports", "flash-attn",
-                          "bitsandbytes", "torchaudio imports", "torchvision removed"}
+                          "bitsandbytes", "liger-kernel", "torchaudio imports", "torchvision removed",
+                          *listed, *(f"{n} imports" for n in listed)}
+    assert found["rouge-chinese imports"].detail == "import rouge_chinese"
     assert "CPU build: cuda=None, hip=None" in found["torch"].detail
     assert "accelerator cpu" in found["deepspeed imports"].detail
 
 
 def test_real_cpu_stack_against_other_expected_versions_fails():
     found = by_name(selfcheck.run_checks(**real_cpu(torch_version="2.12.0", deepspeed="0.18.0", llamafactory="0.9.4",
-                                                   bitsandbytes="0.50.2")))
+                                                   packages={"bitsandbytes": "0.50.2"})))
     assert not found["torch"].ok and "expected 2.12.0" in found["torch"].detail
     assert not found["deepspeed imports"].ok and "expected 0.18.0" in found["deepspeed imports"].detail
     assert not found["llamafactory imports"].ok and "expected 0.9.4" in found["llamafactory imports"].detail
@@ -176,3 +185,31 @@ def test_python_version_is_checked_real_cpu_stack():
     here = "{}.{}".format(*sys.version_info[:2])
     assert by_name(selfcheck.run_checks(**real_cpu(), python=here))["python"].ok
     assert not by_name(selfcheck.run_checks(**real_cpu(), python="2.7"))["python"].ok
+
+
+def test_fake_rocm_stack_a_listed_package_missing_or_unimportable_fails(monkeypatch):
+    # liger-kernel listed by the arch table but not installed: the build fails (issue 31's run-breaker 1)
+    install_fake_rocm_stack(monkeypatch)
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2"})
+    checks = by_name(selfcheck.run_checks(**{**ROCM, "packages": {**ROCM["packages"], "liger-kernel": "0.8.2"}}))
+    assert not checks["liger-kernel"].ok and "missing (expected 0.8.2)" in checks["liger-kernel"].detail
+    # installed, but its import (liger_kernel.transformers, what LLaMA-Factory imports) fails
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "liger-kernel": "0.8.2"})
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", None)
+    checks = by_name(selfcheck.run_checks(**{**ROCM, "packages": {**ROCM["packages"], "liger-kernel": "0.8.2"}}))
+    assert checks["liger-kernel"].ok and not checks["liger-kernel imports"].ok
+
+
+def test_fake_rocm_stack_a_gpu_package_the_table_leaves_out_must_be_absent(monkeypatch):
+    install_fake_rocm_stack(monkeypatch)
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "liger-kernel": "0.8.2"})
+    checks = by_name(selfcheck.run_checks(**ROCM))  # ROCM's list has no liger-kernel
+    assert not checks["liger-kernel"].ok and "not in the arch's packages" in checks["liger-kernel"].detail
+
+
+def test_fake_rocm_stack_without_torchvision_fails(monkeypatch):
+    install_fake_rocm_stack(monkeypatch)
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2"})
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    checks = by_name(selfcheck.run_checks(**ROCM))
+    assert not checks["torchvision imports"].ok and checks["torchaudio imports"].ok

@@ -56,6 +56,10 @@ def test_rocm_plans_never_download_torch(tmp_path, name):
     arch = arches.table()[name]
     assert ("flash-attn==2.8.3.post2" in pins) == (arch.flash_attn in ("ck", "triton"))
     assert ("bitsandbytes==0.50.2" in pins) == arch.bitsandbytes
+    # every package of the arch table is fetched, at the table's version, and required before an offline build
+    for package, version in arch.image_packages.items():
+        assert f"{package}=={version}" in plan.required and f"{package}=={version}" in pins, package
+    assert "liger-kernel==0.8.2" in plan.required and "liger-kernel==0.8.2" in wheels
     assert "torch" in plan.forbidden and "nvidia-" in plan.forbidden
 
 
