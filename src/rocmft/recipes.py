@@ -7,6 +7,7 @@ LLaMA-Factory verbatim. Everything here is pure YAML handling: no torch, no LLaM
 from __future__ import annotations
 
 import copy
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +123,7 @@ def new_path(name: str | None, suffix: str = ".yaml") -> Path:
     if not name or not NAME.fullmatch(name):
         raise ProblemReport([Problem("", "TO", f"`{name or ''}` is not a recipe name", "e.g. TO=my-llama3 (letters, digits, . _ -)")])
     target = paths.recipes_dir() / f"{name}{suffix}"
-    if target.exists():
+    if os.path.lexists(target):  # a dangling link too: what is written there would land where it points
         raise ProblemReport([Problem("", "TO", f"{target.relative_to(paths.root())} exists: not overwritten", "pick another name")])
     return target
 

@@ -39,7 +39,7 @@ def ds_text(cfg: dict[str, Any]) -> str:
 def create(path: Path, text: str) -> None:
     """Write a new file; an existing one (even one that appeared a moment ago) is refused, never replaced."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     except FileExistsError:
         raise ProblemReport([Problem("", "TO", f"{path.name} exists: not overwritten", "pick another TO= name")]) from None
     with os.fdopen(fd, "w", encoding="utf-8") as out:
