@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from ..safe_text import for_terminal
 from . import ports
 from .plan import ServePlan
 
@@ -73,7 +74,7 @@ def serve(plan: ServePlan, handle: Handle, log_path: Path, *, ready_lines: Calla
           probe: Callable[[str], bool] = ports.answers) -> int:
     """Run until the server ends or a signal asks it to. 0 when stopped by Ctrl-C/SIGTERM. `probe(ready_url)`:
     True once it is our server that answers (`ports.serves_model` for the API)."""
-    say = say or (lambda text: print(f"[rocmft] {text}", flush=True))
+    say = say or (lambda text: print(for_terminal(f"[rocmft] {text}"), flush=True))  # names from the run dir
     stopping: list[int] = []
     stoppers: list[threading.Thread] = []
 
