@@ -54,8 +54,8 @@ def _attempts_note(status: dict) -> list[str]:
 
 def run(args) -> int:
     from .. import runs
-    from ..safe_text import one_line
     from ..evaluate.report import tuned_loss
+    from ..safe_text import one_line
 
     infos = runs.all_runs()
     if args.last:

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from .. import advice, arches, checkpoints, runs
-from ..safe_text import for_terminal  # what the job wrote in its run dir, never escape sequences to the terminal
+from ..safe_text import for_terminal
 from . import summary
 from .joblog import failed_ranks
 
@@ -29,6 +29,7 @@ def _first_bad_step(report: dict) -> int:
 
 
 def finish(run_dir: Path, code: int, arch_name: str) -> int:
+    """Every line printed goes through `for_terminal`: it quotes what the job wrote in its run dir."""
     status = runs.read_status(run_dir)
     if status.get("state") == "interrupted":
         for line in stopped_lines(run_dir, status):

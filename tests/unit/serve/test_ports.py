@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import threading
 
@@ -65,7 +66,7 @@ class _Models(http.server.BaseHTTPRequestHandler):
             self.send_response(401)
             self.end_headers()
             return
-        body = ('{"object": "list", "data": [{"id": "%s", "object": "model"}]}' % self.model).encode()
+        body = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -102,7 +103,9 @@ def test_ready_means_our_model_answers_with_our_key_not_any_http_answer():
             checks.append(1)
             return len(checks) < 4
 
-        probe = lambda u: ports.serves_model(u, _Models.key, "mine")  # noqa: E731
+        def probe(u):
+            return ports.serves_model(u, _Models.key, "mine")
+
         assert not ports.wait_ready(url["squatter"], alive, interval=0.01, probe=probe)
         assert ports.wait_ready(url["ours"], lambda: True, interval=0.01, probe=probe)
     finally:
