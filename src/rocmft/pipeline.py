@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from . import arches, chain, layout, paths, recipes, render, run_trust, runs, stages
+from . import arches, chain, layout, paths, recipe_env, recipes, render, run_trust, runs, stages
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
 
@@ -58,10 +58,13 @@ def prepare(
     validate_in: Callable[[arches.Arch], "Place"] | None = None,
     env: Mapping[str, str] | None = None,
     need_model: bool = False,
+    job: bool = False,
 ) -> Prepared:
     """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image.
     `need_model`: a job will load the model, so a Hub id must be in the HF cache or downloadable by it
-    (`validate.model`: the cache, HF_HUB_OFFLINE, the Hub's answer); render and plan only read files."""
+    (`validate.model`: the cache, HF_HUB_OFFLINE, the Hub's answer); render and plan only read files.
+    `job`: a job will run the recipe (train, bench): its remote code and the endpoints and loaders its env sets
+    need the user's opt-in (`run_trust`, `recipe_env`), as for every other command that runs a model."""
     env = os.environ if env is None else env
     overrides = list(overrides)
     if arch:
@@ -89,6 +92,8 @@ def prepare(
     written = recipes.load(recipe_spec)
     early = skipped + layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
     early += layout.resume_problems(recipe, resume_from, paths.root()) + resumed_notes
+    if job:
+        early += _job_trust(recipe, env)
     run_dir = runs.choose(recipe.name, run_name)
     run_path = runs.relative(run_dir)
     validated_in = ""
@@ -112,6 +117,13 @@ def prepare(
     messages = raise_if_errors(messages) + _first_run_notes(rendered) + (start.notes if start else [])
     return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages, validated_in,
                     start)
+
+
+def _job_trust(recipe: recipes.Recipe, env: Mapping[str, str]) -> list[Problem]:
+    file = runs.relative(Path(recipe.path))
+    exported = [n for n in (*recipes.SECRET_ENV, *recipe.secrets) if env.get(n)]
+    return (run_trust.recipe_remote_code(file, recipe.llamafactory, env)
+            + recipe_env.problems(file, recipe.env, env, exported))
 
 
 def _model_key(recipe: recipes.Recipe) -> tuple[str, str]:

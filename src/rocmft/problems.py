@@ -11,6 +11,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .safe_text import one_line
+
 # Exit code for invalid input (bad recipe, bad file, bad argument): distinct from a failed job (1).
 EXIT_INVALID = 2
 
@@ -29,7 +31,7 @@ class Problem:
         if self.suggestion:
             text += f" ({self.suggestion})"
         prefix = {"warning": "warning: ", "note": "note: "}.get(self.severity, "error: ")
-        return prefix + text
+        return prefix + one_line(text)  # one line per problem, whatever a value quoted in it holds
 
 
 @dataclass

@@ -7,6 +7,7 @@ LLaMA-Factory verbatim. Everything here is pure YAML handling: no torch, no LLaM
 from __future__ import annotations
 
 import copy
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,9 @@ SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "MODELSCOPE
 # never written into a recipe, a rendered file or a log.
 CREDENTIAL = re.compile(r"(token|key|password|passwd)$|secret", re.IGNORECASE)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A recipe's name (its file name) goes into run dir names, Slurm job names, Kubernetes labels and the header
+# comments of rendered files: one rule for every runtime, so none of them can be written an extra line.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # LLaMA-Factory arguments a recipe must not set itself, with what to use instead. Each is either owned by
 # the project (one run dir per run, precision from the arch) or a known-wrong habit from the posts.
@@ -116,10 +120,10 @@ def find(name_or_path: str) -> Path:
 def new_path(name: str | None, suffix: str = ".yaml") -> Path:
     """recipes/<name><suffix> for a new file (`make copy`, `make import`): a plain name, so nothing lands
     outside recipes/, and not there yet - a recipe is never overwritten."""
-    if not name or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+    if not name or not NAME.fullmatch(name):
         raise ProblemReport([Problem("", "TO", f"`{name or ''}` is not a recipe name", "e.g. TO=my-llama3 (letters, digits, . _ -)")])
     target = paths.recipes_dir() / f"{name}{suffix}"
-    if target.exists():
+    if os.path.lexists(target):  # a dangling link too: what is written there would land where it points
         raise ProblemReport([Problem("", "TO", f"{target.relative_to(paths.root())} exists: not overwritten", "pick another name")])
     return target
 
@@ -293,6 +297,10 @@ def _watchdog(value: Any) -> Mapping[str, Any] | None:
 
 def load(name_or_path: str, overrides: Iterable[str] = ()) -> Recipe:
     path = find(name_or_path)
+    if not NAME.fullmatch(path.stem):
+        raise ProblemReport([Problem(str(path.parent), "RECIPE", f"`{path.stem}` is not a recipe name",
+                                     "rename the file: letters, digits, . _ - (the name goes into run dir and job "
+                                     "names and rendered files)")])
     data, chain = load_chain(path)
     data = apply_overrides(data, parse_overrides(overrides, PROJECT_KEYS))
     raise_if_errors(check(data, str(path)))

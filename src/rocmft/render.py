@@ -19,6 +19,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from . import __version__, arches, ds_presets, paths, precision
 from .problems import Problem, raise_if_errors
 from .recipes import Recipe
+from .safe_text import one_line
 
 TRAIN_TEMPLATE = "train.yaml.j2"
 
@@ -45,6 +46,7 @@ def environment() -> SandboxedEnvironment:
     )
     env.filters["to_yaml"] = _to_yaml
     env.filters["tojson"] = lambda v: json.dumps(v)
+    env.filters["comment"] = one_line  # a value in a `#` line: a newline would start a real key or command
     return env
 
 

@@ -1,6 +1,7 @@
 """Loading what a run dir holds runs code as you: a pickled checkpoint, a model's remote code. So a run dir
-from elsewhere gets a note (RUN=, RESUME=), and `trust_remote_code: true` in a run's train.yaml is used by
-chat, serve and export only when you say so (TRUST_REMOTE_CODE=1), never silently copied over."""
+from elsewhere gets a note (RUN=, RESUME=), and `trust_remote_code: true` - in a run's train.yaml for chat,
+serve, eval and export, in a recipe for train and bench - is used only when you say so (TRUST_REMOTE_CODE=1),
+never silently copied over."""
 
 from __future__ import annotations
 
@@ -35,12 +36,23 @@ def foreign_notes(run_dir: Path, key: str) -> list[Problem]:
                     "and train.yaml are loaded as you", "use run dirs you trust", severity="note")]
 
 
+def _refused(train: Mapping, env: Mapping[str, str]) -> bool:
+    return train.get("trust_remote_code") is True and env.get(OPT_IN, "").strip().lower() not in ("1", "yes", "true")
+
+
 def remote_code_allowed(run_path: str, train: Mapping, env: Mapping[str, str]) -> list[Problem]:
     """[] unless the run's train.yaml asks for trust_remote_code and the caller did not opt in."""
-    if train.get("trust_remote_code") is not True:
-        return []
-    if env.get(OPT_IN, "").strip().lower() in ("1", "yes", "true"):
+    if not _refused(train, env):
         return []
     return [Problem(f"{run_path}/train.yaml", "trust_remote_code",
                     "the run loads its model with trust_remote_code: true, which runs Python code from the "
+                    "model's repository as you", f"{OPT_IN}=1 to allow it for this command, if you trust that model")]
+
+
+def recipe_remote_code(recipe_file: str, llamafactory: Mapping, env: Mapping[str, str]) -> list[Problem]:
+    """[] unless the recipe trains with trust_remote_code and the caller did not opt in (train, bench)."""
+    if not _refused(llamafactory, env):
+        return []
+    return [Problem(recipe_file, "llamafactory.trust_remote_code",
+                    "the recipe loads its model with trust_remote_code: true, which runs Python code from the "
                     "model's repository as you", f"{OPT_IN}=1 to allow it for this command, if you trust that model")]

@@ -63,10 +63,12 @@ def choose(recipe_name: str, run_name: str | None = None, now: datetime | None =
 
 
 def create(path: Path) -> Path:
-    """Create the chosen run dir; exclusive, so two launches can never share one."""
+    """Create the chosen run dir; exclusive, so two launches can never share one. Private (0700): train.log
+    prints training examples, and the dir holds the checkpoints and config a later command loads as you; the
+    job runs as you (container included), so nobody else needs in."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        path.mkdir()
+        path.mkdir(mode=0o700)
     except FileExistsError:
         raise ProblemReport([Problem("", "RUN_NAME", f"run dir {relative(path)} appeared meanwhile: runs are never reused",
                                      "launch again")]) from None
@@ -264,14 +266,34 @@ def _alive(status: dict[str, Any]) -> bool:
 def find(spec: str, recipe_name: str | None = None) -> Path:
     """RESUME/RUN: a run dir path, a run name under runs/, or `last` (newest run, of this recipe if given)."""
     if spec == "last":
-        candidates = [r for r in all_runs() if recipe_name is None or r.recipe == recipe_name]
+        candidates = [r for r in all_runs() if (recipe_name is None or r.recipe == recipe_name) and _mine(r.path)]
         if not candidates:
             raise ProblemReport([Problem("", "RESUME", f"no earlier run{' of ' + recipe_name if recipe_name else ''} to resume")])
-        return candidates[-1].path
+        return max(candidates, key=lambda r: (_started(r), r.path.name)).path
     for path in (Path(spec), paths.runs_dir() / spec):
         if (path / "train.yaml").is_file():
             return path.resolve()
     raise ProblemReport([Problem("", "RUN", f"`{spec}` is not a run directory (no train.yaml)", "see `make runs`")])
+
+
+def _mine(run_dir: Path) -> bool:
+    """`last` is one of your own runs: in a shared runs folder another user's dir (its checkpoint is unpickled
+    by RESUME, its train.yaml loaded by chat) is never picked for you. Named with RUN=/RESUME= it still loads,
+    with a note (run_trust)."""
+    try:
+        return run_dir.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _started(run: RunInfo) -> float:
+    """When a run began, for `last`. status.json is the job's to write (its container has the run dir), so its
+    `started` counts only where the kernel's clock agrees: never later than the dir's last change (ctime, which
+    no one can set), give or take a second of clock granularity. A job can make its run look as new as its last
+    write, never newer than that."""
+    changed = run.path.stat().st_ctime
+    started = run.started if isinstance(run.started, (int, float)) and not isinstance(run.started, bool) else None
+    return started if started and started <= changed + 1 else changed
 
 
 def resume_checkpoint(spec: str, recipe_name: str) -> tuple[Path, list[Problem]]:

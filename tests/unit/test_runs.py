@@ -94,3 +94,33 @@ def test_listing_names_each_run_s_stage_and_a_dpo_run_s_reward_accuracy(runs_dir
     assert rows[1].split()[:4] == ["before", "tiny-cpu-dpo", "dpo", "succeeded"]
     assert rows[2].split()[2] == "pt"
     assert rows[3].endswith("reward accuracy 0.83 (last logged steps)")
+
+
+# ---------------------------------------------------------------- issue 32: run dirs are private, `last` is yours
+
+def test_a_run_dir_is_private_to_its_user():
+    import stat
+
+    run = runs.create(runs.choose("tiny", "private"))
+    assert stat.S_IMODE(run.stat().st_mode) == 0o700
+
+
+def test_last_is_never_a_run_planted_with_a_start_in_the_future(runs_dir):
+    """A job's container can write its run's status.json: a `started` years ahead must not make it `last`
+    (RESUME=last unpickles its checkpoint) over a run that really began later."""
+    import json
+    import os
+
+    planted = runs.create(runs.choose("tiny", "planted"))
+    (planted / "train.yaml").write_text("stage: sft\n")
+    (planted / "status.json").write_text(json.dumps({"state": "succeeded", "recipe": "tiny", "started": 4e9}))
+    real = runs.create(runs.choose("tiny", "real"))
+    (real / "train.yaml").write_text("stage: sft\n")
+    runs.mark(real, "running", recipe="tiny")
+    assert runs.find("last") == real and runs.find("last", "tiny") == real
+    if os.getuid() == 0:  # CI runs as root: hand a run to another user; it is never `last`, however new
+        os.chown(real, 4242, 4242)
+        assert runs.find("last") == planted
+        os.chown(planted, 4242, 4242)
+        with pytest.raises(ProblemReport):
+            runs.find("last")

@@ -104,7 +104,7 @@ def run(args) -> int:
         raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{args.runtime}`", f"one of: {', '.join(train.RUNTIMES)}")])
     prep = pipeline.prepare(args.recipe, bench.bench_overrides(user, steps, draft.llamafactory), arch=args.arch,
                             nodes=args.nodes, gpus=args.gpus, run_name=run_name,
-                            validate_in=where.for_runtime(args.runtime, args), need_model=args.runtime != "k8s")
+                            validate_in=where.for_runtime(args.runtime, args), need_model=args.runtime != "k8s", job=True)
     warn(prep.messages)
     if steps <= bench.WARMUP_STEPS:
         print(f"note: STEPS={steps}: the first {max(steps - 1, 0)} step(s) are left out as warmup, so "

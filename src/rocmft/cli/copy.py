@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 from .. import recipes
+from ..importer.write import create
 
 HELP = "copy a recipe to recipes/<new>.yaml to edit (refuses to overwrite)"
 
@@ -17,6 +16,6 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     target = recipes.new_path(args.to)
     source = recipes.find(args.recipe)
-    shutil.copyfile(source, target)
+    create(target, source.read_text(encoding="utf-8"))  # exclusive: never through a link planted at the name
     print(f"copied {source.name} -> recipes/{target.name}; edit it, then: make train RECIPE={args.to}")
     return 0

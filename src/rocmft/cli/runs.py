@@ -55,6 +55,7 @@ def _attempts_note(status: dict) -> list[str]:
 def run(args) -> int:
     from .. import runs
     from ..evaluate.report import tuned_loss
+    from ..safe_text import one_line
 
     infos = runs.all_runs()
     if args.last:
@@ -90,8 +91,10 @@ def run(args) -> int:
         eval_loss = f"{evaluated:.4f}" if evaluated is not None else "-"
         tps = f"{info.tokens_per_s_per_gpu:,.0f}" if info.tokens_per_s_per_gpu else "-"
         steps = f"{info.last_step}/{info.max_steps or '?'}" if info.last_step is not None else "-"
-        rows.append((info.path.name, info.recipe, info.stage, state, steps, loss, eval_loss, tps, _duration(info.duration_s),
-                     runs.utc_iso(info.started), "; ".join(extra)))
+        # every cell one line of text: the recipe, stage, state and notes come from files the job can write
+        rows.append(tuple(one_line(cell) for cell in (
+            info.path.name, info.recipe, info.stage, state, steps, loss, eval_loss, tps, _duration(info.duration_s),
+            runs.utc_iso(info.started), "; ".join(str(e) for e in extra))))
     if len(rows) == 1:
         print("no runs yet: `make demo` trains the tiny model, `make train RECIPE=...` a recipe")
     else:

@@ -49,10 +49,11 @@ def run(args) -> int:
                 f"OpenAI base URL: {api.url}", key, f"try: {plan.curl_line(api)}", "Ctrl-C stops it"]
 
     return start(api, s.arch, s.gpus, args, messages, ready_lines, env,
-                 loading=f"loading {s.target.what} ({s.runtime}) ...")
+                 loading=f"loading {s.target.what} ({s.runtime}) ...",
+                 probe=lambda url: ports.serves_model(url, env["API_KEY"], api.name))
 
 
-def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str) -> int:
+def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str, probe=None) -> int:
     """Shared by serve and webui: checks, then the server in the foreground. `env` is the caller's
     environment plus a generated secret (API_KEY, WEBUI_PASSWORD) the server reads by name."""
     import os
@@ -69,7 +70,8 @@ def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str) -> in
         log = local.log_path(srv)
         print(f"[rocmft] {loading} (log: {log})", flush=True)
         handle = local.Process(local.argv(srv), local.environment(srv, arch, env))
-        return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose)
+        return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose,
+                                **({"probe": probe} if probe else {}))
 
     from ..serve import docker
 
@@ -79,4 +81,5 @@ def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str) -> in
     log = local.log_path(srv)
     print(f"[rocmft] {loading} in container {spec.name} from {spec.image} (log: {log})", flush=True)
     handle = docker.Container(client, spec, env)
-    return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose)
+    return foreground.serve(srv, handle, log, ready_lines=ready_lines, verbose=verbose,
+                            **({"probe": probe} if probe else {}))

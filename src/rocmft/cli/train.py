@@ -85,7 +85,7 @@ def run(args) -> int:
                             resume=args.resume, start_from=args.start_from, run_name=args.run_name,
                             validate_in=where.for_runtime(args.runtime, args),
                             # k8s pods read the PVC's HF cache, not this host's: the job finds out there
-                            need_model=args.runtime != "k8s")
+                            need_model=args.runtime != "k8s", job=True)
     warn(prep.messages)
     runtime = args.runtime or where.default_runtime(prep.arch)
     if not args.no_plan:

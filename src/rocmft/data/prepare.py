@@ -75,8 +75,9 @@ def run(opts: Options) -> Summary:
     if not opts.check_only:
         in_place_ok = not opts.convert and inside(opts.source, data_dir) and opts.source.suffix in (".jsonl", ".json")
         data_dir.mkdir(parents=True, exist_ok=True)
-        writer = Writer(data_dir / f"{opts.name}.jsonl", lazy_prefix_of=opts.source if in_place_ok else None)
-        rejects = Writer(data_dir / f"{opts.name}.rejects.jsonl", lazy=True)
+        writer = Writer(data_dir / f"{opts.name}.jsonl", lazy_prefix_of=opts.source if in_place_ok else None,
+                        mode_of=opts.source)
+        rejects = Writer(data_dir / f"{opts.name}.rejects.jsonl", lazy=True, mode_of=opts.source)
     rows = Rows(summary.fmt, explicit, summary)
     state = Pass(opts, summary, writer, rejects, counter, rows)
     started = time.perf_counter()

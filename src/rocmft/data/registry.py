@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..problems import Problem, ProblemReport
+from .writer import output_mode, temp_beside
 
 FILE_NAME = "dataset_info.json"
 
@@ -75,18 +76,17 @@ def locked(data_dir: Path):
 
 
 def write_atomic(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    """Through a temporary file nobody can guess (`writer.temp_beside`); the registry keeps its permissions."""
+    fd, tmp = temp_beside(target)
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
+            os.fchmod(fh.fileno(), target.stat().st_mode & 0o777 if target.exists() else output_mode(None))
             os.fsync(fh.fileno())
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o777)
         os.replace(tmp, target)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # make the rename itself durable
         dir_fd = os.open(target.parent, os.O_RDONLY)
         try:

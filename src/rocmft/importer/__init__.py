@@ -101,6 +101,7 @@ def run(req: Request) -> Report:
         report.add("translated", f"deepspeed: {ds_path.name} -> deepspeed: {preset} ({shape})")
         report.lines["deepspeed"] += match.differences or [f"{ds_path.name} renders as preset {preset} does"]
     env = translate.environment(launch, arch, report)
+    translate.remote_code(args, report)
     wanted = {"arch": arch.name, "gpus_per_node": gpus_per_node, "nodes": nodes, "deepspeed": preset,
               "precision": prec_name, "env": env}
     fields = _fields(layered, wanted)

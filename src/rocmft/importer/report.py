@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..problems import Problem
+from ..safe_text import one_line
 
 SECTIONS = {
     "translated": "translated (rocmft owns these)",
@@ -47,4 +48,4 @@ class Report:
             out.append("plan:")
             out += [f"  {line}" for line in self.plan]
         out.append(f"train it: {self.command}")
-        return "\n".join(out)
+        return "\n".join(one_line(line) for line in out)  # the user's values, never the terminal's commands

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import arches, precision
+from .. import arches, precision, recipe_env, run_trust
 from ..arches import Arch
 from ..launch.plan import DEVICE_VARS
 from ..problems import Problem, ProblemReport
@@ -166,10 +166,23 @@ def environment(launch: Launch, arch: Arch, report: Report) -> dict[str, str]:
             report.add("translated", f"{name}={value} -> env: (passed to the job)")
         elif why:
             report.add("dropped", f"{name}={value if name not in SECRET_ENV else '...'} ({why})")
+    for name in recipe_env.guarded(env):
+        report.add("advice", f"{name}={env[name]} carried into env: it redirects the job's requests or loads code "
+                             f"into it; `make train` runs it only with {recipe_env.OPT_IN}=1")
+    for name in recipe_env.withheld(env, SECRET_ENV):
+        report.add("advice", f"{name} is never passed to this recipe's jobs: its env redirects the service "
+                             "it authenticates to")
     if "NCCL_DEBUG" in launch.env:
         report.add("advice", f"NCCL_DEBUG={launch.env['NCCL_DEBUG']} for one run you debug: "
                              f"`make train SET=\"env.NCCL_DEBUG={launch.env['NCCL_DEBUG']}\"`")
     return env
+
+
+def remote_code(args: dict[str, Any], report: Report) -> None:
+    """Said, never carried silently: training runs the model repository's own Python as the user."""
+    if args.get("trust_remote_code") is True:
+        report.add("advice", "trust_remote_code: true carried: training runs Python code from the model's "
+                             f"repository as you; `make train` runs it only with {run_trust.OPT_IN}=1")
 
 
 def _env_drop(name: str, value: str, arch: Arch) -> str | None:

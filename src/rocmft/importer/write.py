@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from ..problems import Problem, ProblemReport
+from ..safe_text import one_line
 
 
 def _dump(value: Any) -> str:
@@ -18,13 +19,15 @@ def _dump(value: Any) -> str:
 
 
 def recipe_text(header: list[str], fields: dict[str, Any], block: dict[str, Any], null_notes: dict[str, str]) -> str:
-    lines = [f"# {line}" if line else "#" for line in header]
+    """Comments carry the user's values (a model id, a file name) one line each: a newline in one would end the
+    comment and write a key of the recipe."""
+    lines = [f"# {one_line(line)}" if line else "#" for line in header]
     lines.append(_dump(fields).rstrip("\n"))
     lines.append("llamafactory:")
     for key, value in block.items():
         entry = _dump({key: value}).rstrip("\n").splitlines()
         if value is None and key in null_notes:
-            entry[0] = f"{entry[0]:<40} # {null_notes[key]}"
+            entry[0] = f"{entry[0]:<40} # {one_line(null_notes[key])}"
         lines += [f"  {line}" for line in entry]
     return "\n".join(lines) + "\n"
 
@@ -36,7 +39,7 @@ def ds_text(cfg: dict[str, Any]) -> str:
 def create(path: Path, text: str) -> None:
     """Write a new file; an existing one (even one that appeared a moment ago) is refused, never replaced."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     except FileExistsError:
         raise ProblemReport([Problem("", "TO", f"{path.name} exists: not overwritten", "pick another TO= name")]) from None
     with os.fdopen(fd, "w", encoding="utf-8") as out:

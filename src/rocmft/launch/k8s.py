@@ -92,6 +92,8 @@ def pod_env(plan: LaunchPlan, root: Path, secret: str, secret_names: tuple[str, 
     env["ROCMFT_ROOT"] = MOUNT
     items: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.items())]
     for name in dict.fromkeys((*SECRET_ENV, *secret_names)):
+        if name in plan.unset_env:  # withheld from this job (recipe_env.withheld)
+            continue
         items.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name, "optional": True}}})
     return items, dropped
 

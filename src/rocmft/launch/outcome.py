@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from .. import advice, arches, checkpoints, runs
+from ..safe_text import for_terminal
 from . import summary
 from .joblog import failed_ranks
 
@@ -28,10 +29,11 @@ def _first_bad_step(report: dict) -> int:
 
 
 def finish(run_dir: Path, code: int, arch_name: str) -> int:
+    """Every line printed goes through `for_terminal`: it quotes what the job wrote in its run dir."""
     status = runs.read_status(run_dir)
     if status.get("state") == "interrupted":
         for line in stopped_lines(run_dir, status):
-            print(line, flush=True)
+            print(for_terminal(line), flush=True)
         return code
     loss = runs.losses(run_dir)
     final = loss[-1][1] if loss else None
@@ -45,22 +47,22 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
         reason = report.get("reason", "diverged")
         runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), reason=reason,
                   final_loss=final, last_good_checkpoint=checkpoint)
-        print(f"[rocmft] {reason.upper()}: {report.get('cause')}", flush=True)
+        print(for_terminal(f"[rocmft] {str(reason).upper()}: {report.get('cause')}"), flush=True)
         print(f"[rocmft] last good checkpoint: {checkpoint or 'none (no checkpoint before the divergence)'}", flush=True)
         for i, line in enumerate(advice.rank(report, arches.table().get(arch_name), run_dir.name, checkpoint), 1):
-            print(f"[rocmft]   {i}. {line}", flush=True)
+            print(for_terminal(f"[rocmft]   {i}. {line}"), flush=True)
         return EXIT_DIVERGED
     facts = summary.facts(run_dir)
     if code == 0:
         status = runs.mark(run_dir, "succeeded", exit_code=0, **{**facts, "final_loss": final})
         for line in summary.done_lines(run_dir, status) + attempt_lines(run_dir, status):
-            print(line, flush=True)
+            print(for_terminal(line), flush=True)
         return 0
     log = (run_dir / "train.log").read_text(errors="replace") if (run_dir / "train.log").is_file() else ""
     ranks = failed_ranks(log)
     runs.mark(run_dir, "failed", exit_code=code, failed_ranks=ranks, **{**facts, "final_loss": final})
     for line in summary.failed_lines(run_dir, code, log, ranks):
-        print(line, flush=True)
+        print(for_terminal(line), flush=True)
     return code
 
 

@@ -26,6 +26,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
+from .. import recipe_env
 from ..arches import Arch
 from ..problems import Problem, ProblemReport
 from ..recipes import SECRET_ENV, Recipe
@@ -129,6 +130,11 @@ def build(
 
     env, unset, secrets = _environment(arch, host_env, gpus, nnodes, nproc)
     secrets = (*secrets, *(n for n in recipe.secrets if host_env.get(n) and n not in secrets))
+    # A recipe that redirects a service's address gets no token for it: neither passed by name nor left in
+    # the base environment a local or Slurm job inherits (recipe_env).
+    withheld = recipe_env.withheld(recipe.env, (*SECRET_ENV, *recipe.secrets))
+    secrets = tuple(n for n in secrets if n not in withheld)
+    unset = (*unset, *(n for n in withheld if n not in unset))
     env.update(recipe.env)
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike

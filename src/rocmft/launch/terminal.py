@@ -15,6 +15,7 @@ import time
 from typing import Any, TextIO
 
 from .. import stages
+from ..safe_text import for_terminal
 from . import events
 
 PREFIX = "[rocmft] "
@@ -43,7 +44,9 @@ class Display:
 
     # ------------------------------------------------------------ what runtimes call
     def line(self, text: str) -> None:
-        """A line printed once (above the live line on a TTY)."""
+        """A line printed once (above the live line on a TTY). Its values come from the job's events: an escape
+        sequence in one is shown as text, never sent to the terminal."""
+        text = for_terminal(text)
         if self._live is not None:
             from rich.text import Text
 
@@ -88,7 +91,7 @@ class Display:
     def _renderable(self):
         from rich.text import Text
 
-        return Text(self.live_text(time.monotonic()), no_wrap=True, overflow="ellipsis")
+        return Text(for_terminal(self.live_text(time.monotonic())), no_wrap=True, overflow="ellipsis")
 
     def live_text(self, now: float, width: int = 12) -> str:
         """Fits 80 columns (100 with a stage's own signals, drawn with a shorter bar). The ETA counts down

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from ..safe_text import for_terminal
 from . import ports
 from .plan import ServePlan
 
@@ -69,9 +70,11 @@ class Pump(threading.Thread):
 
 
 def serve(plan: ServePlan, handle: Handle, log_path: Path, *, ready_lines: Callable[[], list[str]],
-          verbose: bool = False, say: Callable[[str], None] | None = None) -> int:
-    """Run until the server ends or a signal asks it to. 0 when stopped by Ctrl-C/SIGTERM."""
-    say = say or (lambda text: print(f"[rocmft] {text}", flush=True))
+          verbose: bool = False, say: Callable[[str], None] | None = None,
+          probe: Callable[[str], bool] = ports.answers) -> int:
+    """Run until the server ends or a signal asks it to. 0 when stopped by Ctrl-C/SIGTERM. `probe(ready_url)`:
+    True once it is our server that answers (`ports.serves_model` for the API)."""
+    say = say or (lambda text: print(for_terminal(f"[rocmft] {text}"), flush=True))  # names from the run dir
     stopping: list[int] = []
     stoppers: list[threading.Thread] = []
 
@@ -94,7 +97,7 @@ def serve(plan: ServePlan, handle: Handle, log_path: Path, *, ready_lines: Calla
     pump.hide_once = f"GET {urllib.parse.urlsplit(plan.ready_url).path} " if plan.kind == "api" else ""
     try:
         pump.start()
-        ready = ports.wait_ready(plan.ready_url, handle.alive, lambda: bool(stopping))
+        ready = ports.wait_ready(plan.ready_url, handle.alive, lambda: bool(stopping), probe=probe)
         if ready:
             for line in ready_lines():
                 say(line)

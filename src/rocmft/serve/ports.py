@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import socket
 import time
 import urllib.error
@@ -61,12 +62,27 @@ def answers(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def serves_model(url: str, key: str, model: str, timeout: float = 2.0) -> bool:
+    """Our API server, not just any: `/v1/models` with the key lists the model we serve. Another program on the
+    port (one that took it between our check and the server's bind) answers something else, and must never
+    be told "ready" - the key is printed then, and clients would send it prompts."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with opener.open(request, timeout=timeout) as answer:
+            listed = json.loads(answer.read(65536))
+    except (OSError, ValueError):  # HTTPError (a 401: not our key) is an OSError
+        return False
+    data = listed.get("data") if isinstance(listed, dict) else None
+    return isinstance(data, list) and any(isinstance(m, dict) and m.get("id") == model for m in data)
+
+
 def wait_ready(url: str, alive: Callable[[], bool], stop: Callable[[], bool] = lambda: False,
-               interval: float = 0.5) -> bool:
+               interval: float = 0.5, probe: Callable[[str], bool] = answers) -> bool:
     """Poll until the server answers (True), or it died / a stop was asked (False). No timeout: loading a
     70B model takes as long as it takes, and Ctrl-C ends the wait."""
     while alive() and not stop():
-        if answers(url):
+        if probe(url):
             return True
         time.sleep(interval)
     return False

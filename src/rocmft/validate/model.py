@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -71,6 +72,23 @@ def _token(source: str, env: Mapping[str, str]) -> str:
         return ""
 
 
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+class _TokenStaysHome(urllib.request.HTTPRedirectHandler):
+    """A redirect keeps the token only to the same scheme, host and port. urllib copies every header onto the
+    redirected request, so an endpoint (or anything in the path to it) answering 302 to another host would
+    be handed the user's Hub token. httpx, which the job's huggingface_hub uses, drops it the same way."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
 def send(request: HubRequest, env: Mapping[str, str]) -> HubAnswer:
     """The HTTP call. Raises OSError (URLError, timeout) when the Hub cannot be reached."""
     headers = {"User-Agent": "rocmft-model-check"}
@@ -78,8 +96,8 @@ def send(request: HubRequest, env: Mapping[str, str]) -> HubAnswer:
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
-        with urllib.request.urlopen(urllib.request.Request(url=request.url, headers=headers),
-                                    timeout=request.timeout_s) as response:
+        opener = urllib.request.build_opener(_TokenStaysHome)
+        with opener.open(urllib.request.Request(url=request.url, headers=headers), timeout=request.timeout_s) as response:
             return HubAnswer(response.status)
     except urllib.error.HTTPError as err:
         return HubAnswer(err.code, err.headers.get("X-Error-Code") or "", err.headers.get("X-Error-Message") or "")

@@ -165,3 +165,46 @@ def test_an_unreachable_hub_is_an_error_not_a_traceback(tmp_path):
     env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path)}  # port 9 (discard): nothing listens
     (problem,) = model.check(REPO, paths.root(), env)
     assert problem.severity == "error" and "cannot be reached from here" in problem.line()
+
+
+class _Redirecting(http.server.BaseHTTPRequestHandler):
+    """A Hub endpoint that sends the check elsewhere: `/same/...` on itself, anything else to `target`."""
+    target = ""
+
+    def do_GET(self):
+        if self.path.startswith("/same/"):
+            _GatedHub.seen.append(("here", self.headers.get("Authorization")))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(302)
+        self.send_header("Location", f"{self.target}{self.path}" if self.target else f"/same{self.path}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_token_never_follows_a_redirect_to_another_host(tmp_path):
+    """Real HTTP on 127.0.0.1: the endpoint answers 302 to another server (another port: another origin); that
+    server must not receive the Authorization header. A redirect on the same host keeps it."""
+    other = http.server.HTTPServer(("127.0.0.1", 0), _GatedHub)
+    hub = http.server.HTTPServer(("127.0.0.1", 0), _Redirecting)
+    for server in (other, hub):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{hub.server_port}", "HF_TOKEN": "hf_tok", "HF_HOME": str(tmp_path)}
+    try:
+        _GatedHub.seen = []
+        _Redirecting.target = f"http://127.0.0.1:{other.server_port}"
+        model.check(REPO, paths.root(), env)
+        assert _GatedHub.seen == [(f"/api/models/{REPO}/auth-check", None)]
+        _GatedHub.seen = []
+        _Redirecting.target = ""  # to itself
+        assert all(p.severity != "error" for p in model.check(REPO, paths.root(), env))
+        assert _GatedHub.seen == [("here", "Bearer hf_tok")]
+    finally:
+        for server in (other, hub):
+            server.shutdown()
+            server.server_close()

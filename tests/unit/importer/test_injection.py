@@ -1,0 +1,86 @@
+"""Values from the user's files written into a recipe's comments, and a recipe's name into a rendered file's
+header: a newline in either must not become a line of YAML. Each test performs the injection for real (the
+payload adds an `env:` block or `trust_remote_code: true`) and asserts the file read back does not carry it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from rocmft import recipes, render
+from rocmft.cli.main import main
+from rocmft.validate import where
+
+TRAIN = {"model_name_or_path": "meta-llama/Meta-Llama-3-8B-Instruct", "stage": "sft", "do_train": True,
+         "dataset": "demo_alpaca", "template": "llama3", "finetuning_type": "lora", "output_dir": "saves/x"}
+PAYLOAD = "\nenv:\n  LD_PRELOAD: evil.so\n  PYTHONPATH: here\n#"
+
+
+@pytest.fixture
+def light(project, tmp_path, monkeypatch):
+    """The checks LLaMA-Factory would run are left out (a light host): the recipe is written from the file alone,
+    so nothing but the escaping stands between the payload and the written recipe."""
+    monkeypatch.setattr(where, "auto", lambda arch: where.nowhere("no training stack (test)"))
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def imported(project, name):
+    path = project / "recipes" / f"{name}.yaml"
+    return path.read_text(), yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("key, value", [("model_name_or_path", "org/model" + PAYLOAD), ("stage", "sft" + PAYLOAD),
+                                        ("finetuning_type", "lora" + PAYLOAD)])
+def test_a_newline_in_an_imported_value_stays_in_its_comment(key, value, light, project, capsys):
+    (light / "train.yaml").write_text(yaml.safe_dump({**TRAIN, key: value}))
+    code = main(["import", "train.yaml", "inj", "--arch", "cpu"])
+    out, err = capsys.readouterr()
+    if code != 0:  # refused is safe too, if it says so in one line per problem and writes nothing
+        assert code == 2 and not (project / "recipes" / "inj.yaml").exists(), err
+        return
+    text, data = imported(project, "inj")
+    assert "env" not in data, text
+    assert "LD_PRELOAD" not in recipes.load(str(project / "recipes" / "inj.yaml")).env
+    assert text.splitlines()[0].startswith("# Imported from train.yaml: ") and "\\nenv:\\n  LD_PRELOAD" in text
+    assert "\x1b" not in out
+
+
+def test_a_newline_in_the_imported_files_own_path(light, project, capsys):
+    name = "train" + PAYLOAD.replace("#", "x") + ".yaml"
+    (light / name).write_text(yaml.safe_dump(TRAIN))
+    assert main(["import", name, "inj", "--arch", "cpu"]) == 0, capsys.readouterr().err
+    text, data = imported(project, "inj")
+    assert "env" not in data and text.count("\n#") >= 2 and "LD_PRELOAD: evil.so\n" not in text, text
+
+
+def test_the_report_says_remote_code_and_the_endpoint_it_carries(light, project, capsys):
+    (light / "train.yaml").write_text(yaml.safe_dump({**TRAIN, "trust_remote_code": True}))
+    cmd = "HF_ENDPOINT=https://hub.example.net llamafactory-cli train train.yaml"
+    assert main(["import", "train.yaml", "remote", "--arch", "cpu", "--cmd", cmd]) == 0
+    out = capsys.readouterr().out
+    assert "trust_remote_code: true carried: training runs Python code from the model's repository as you; " \
+           "`make train` runs it only with TRUST_REMOTE_CODE=1" in out
+    assert "HF_ENDPOINT=https://hub.example.net carried into env:" in out and "TRUST_RECIPE_ENV=1" in out
+    assert "HF_TOKEN is never passed to this recipe's jobs" in out
+
+
+def test_a_recipe_file_named_with_a_newline_is_refused_in_one_line(tmp_path, capsys):
+    recipe = tmp_path / "x\ntrust_remote_code: true\n#.yaml"
+    recipe.write_text("base: _base/lora.yaml\narch: cpu\nllamafactory:\n  dataset: demo_alpaca\n"
+                      "  model_name_or_path: models/tiny-llama\n  template: default\n")
+    assert main(["render", str(recipe)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and "RECIPE: `x\\ntrust_remote_code: true\\n#` is not a recipe name" in line
+
+
+def test_the_rendered_header_keeps_any_name_in_its_comment():
+    """Defence in depth: whatever reaches the template, the header's values stay on their lines."""
+    recipe = dataclasses.replace(recipes.load("tiny-cpu"), name="x\ntrust_remote_code: true\n#")
+    out = render.render(recipe, "runs/x\u2028trust_remote_code: true")
+    assert "trust_remote_code" not in yaml.safe_load(out.train_yaml)
+    assert out.train_yaml.splitlines()[0].endswith("from recipe `x\\ntrust_remote_code: true\\n#` for cpu.")
