@@ -68,17 +68,15 @@ SMALL_MICRO_BATCH_TOKENS = 2048
 SMALL_MICRO_BATCH_FACTOR = 0.85
 # Measured (benchmarks/gpu_truth.py on one NVIDIA H200, 2026-12-04, results/gpu_truth-nvidia-h200.csv; Llama-3-8B
 # LoRA r16 through LLaMA-Factory's Trainer, eager PyTorch, Liger):
-# - HOST_S_PER_LAYER: a micro-batch takes at least this long per decoder layer, whatever its tokens: the host
-#   side (Python, PEFT's unfused adapters, kernel launches, the Trainer's per-step work) runs ahead of the GPU
-#   and only shows when the GPU has little to do. 4 padded demo rows (~300 tokens, a few ms of GPU work) took
-#   0.568 s a step = 32 layers x 17.8 ms, planned 0.05 s (ratio 0.10); the packed 8192-token step (1.136 s)
-#   was GPU-bound and planned within 5%. Modelled as max(GPU time, host time): a floor, not an extra cost.
-#   Measured with LoRA; a full fine-tune has fewer modules per layer (the floor is an upper bound there).
-# - ZERO3_HOOK_S_PER_LAYER: ZeRO-3's per-module fetch/release hooks on one process (no communication at all)
-#   cost 1.504 - 1.136 = 0.368 s per 8192-token micro-batch = 11.5 ms per layer, planned 0 (ratio 0.79):
-#   they synchronise, so they add to the step. Assumed the same per rank on more GPUs, on top of the exposed
-#   communication above. Both are host-side costs: vendor-independent in kind, their size depends on the host
-#   CPU and the kernel-launch latency (ROCm's is higher than CUDA's): a `make bench` on AMD replaces them.
+# - HOST_S_PER_LAYER: an optimizer step takes at least this long per decoder layer, whatever its tokens: the
+#   host side (Python, PEFT's unfused adapters, kernel launches, the Trainer's per-step optimizer, clipping,
+#   logging and callbacks) runs ahead of the GPU and only shows when the GPU has little to do. 4 padded demo
+#   rows (~300 tokens, a few ms of GPU work) took 0.568 s a step = 32 layers x 17.8 ms, planned 0.05 s
+#   (ratio 0.10); the packed 8192-token step (1.136 s) was GPU-bound and planned within 5%. Modelled as
+#   max(GPU time of the step's micro-batches, host floor): a floor, not an extra cost. Measured with
+#   accumulation 1 and a log line every step (a bench run): which part is per micro-batch and which per
+#   optimizer step was not separated, so accumulation spreads the floor (the optimistic reading). Measured
+#   with LoRA; a full fine-tune has fewer modules per layer (the floor is an upper bound there).
 HOST_S_PER_LAYER = 0.568 / 32
 ZERO3_HOOK_S_PER_LAYER = (1.504 - 1.136) / 32
 
@@ -266,27 +264,29 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
 
 
 def host_seconds(w: Workload) -> tuple[float, float]:
-    """(floor, added) seconds per micro-batch on the host side (HOST_S_PER_LAYER, ZERO3_HOOK_S_PER_LAYER)."""
+    """(floor per optimizer step, added per micro-batch) seconds on the host side (HOST_S_PER_LAYER,
+    ZERO3_HOOK_S_PER_LAYER)."""
     layers = w.model.num_hidden_layers
     hooks = ZERO3_HOOK_S_PER_LAYER * layers if w.zero_stage == 3 else 0.0
     return HOST_S_PER_LAYER * layers, hooks
 
 
 def with_host_time(w: Workload, tps: tuple[float, float], real: float) -> tuple[tuple[float, float], tuple]:
-    """Tokens/s with the host's time per micro-batch: max(GPU time, host floor) + ZeRO-3 hooks; the factors shown."""
+    """Tokens/s with the host's time: an optimizer step of `grad_accum` micro-batches takes
+    max(their GPU time, the host floor) + the ZeRO-3 hooks of each; and the factors shown for it."""
     floor, hooks = host_seconds(w)
-    out, shown = [], []
-    for rate in tps:
-        gpu = real / rate
-        out.append(real / (max(gpu, floor) + hooks))
-    mid_before, mid_after = sum(tps) / 2, sum(out) / 2
-    gpu_mid = real / mid_before
+    n = max(w.grad_accum, 1)
+    step_real = n * real
+    out = tuple(step_real / (max(step_real / rate, floor) + n * hooks) for rate in tps)
+    gpu_mid = step_real / (sum(tps) / 2)
+    shown = []
     if floor > gpu_mid:
-        shown.append((f"host-bound: {floor:.2f} s per micro-batch at least, the GPU's part {gpu_mid:.2f} s "
+        shown.append((f"host-bound: {floor:.2f} s per optimizer step at least, the GPU's part {gpu_mid:.2f} s "
                       "(gpu_truth, H200)", gpu_mid / floor))
     if hooks:
+        bound = max(gpu_mid, floor)
         shown.append((f"ZeRO-3 fetch/release hooks, {hooks:.2f} s per micro-batch (gpu_truth, H200)",
-                      max(gpu_mid, floor) / (max(gpu_mid, floor) + hooks)))
+                      bound / (bound + n * hooks)))
     return (out[0], out[1]), tuple(shown)
 
 

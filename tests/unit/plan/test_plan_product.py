@@ -54,8 +54,9 @@ def test_mi300x_host_plans_with_the_mi300x_figures(tmp_path, monkeypatch):
 def test_the_same_recipe_differs_only_by_the_detected_product(tmp_path):
     a = host.gpus_from_sysfs(kfd_tree(tmp_path / "a", 4, device_id=0x74A0, cus=228))
     x = host.gpus_from_sysfs(kfd_tree(tmp_path / "x", 4, device_id=0x74A1, cus=304))
-    wa, _ = workload.from_recipe(make_recipe(gpus=4), gpus=a)
-    wx, _ = workload.from_recipe(make_recipe(gpus=4), gpus=x)
+    # 4 x 8192 tokens a micro-batch: GPU-bound on both, so only the products' peaks differ
+    wa, _ = workload.from_recipe(make_recipe(gpus=4, cutoff_len=8192, per_device_train_batch_size=4), gpus=a)
+    wx, _ = workload.from_recipe(make_recipe(gpus=4, cutoff_len=8192, per_device_train_batch_size=4), gpus=x)
     ta = planner.plan_workload(wa)[1].tokens_per_s_gpu
     tx = planner.plan_workload(wx)[1].tokens_per_s_gpu
     assert ta[0] / tx[0] == pytest.approx(228 / 304, rel=0.01)  # same clock, fewer CUs
