@@ -161,6 +161,11 @@ class Workload:
 
 # ---------------------------------------------------------------- DeepSpeed settings from ds_configs/
 
+def _mfu_owner(arch) -> str:
+    """Whose utilisation range the plan uses: the arch's, or a calibration product's (another vendor's card)."""
+    return f"calibration_products.{arch.product}" if arch.product in arches.calibration_products() else arch.name
+
+
 def _ds_source(recipe: Recipe) -> tuple[str, str]:
     """(the preset modelled, the file its settings are read from): a recipe's own JSON is modelled as the
     shipped preset of its shape (ZeRO stage, offload targets) with its own bucket sizes."""
@@ -333,7 +338,7 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         pref_loss=str(lf.get("pref_loss") or "sigmoid"), separate_reference=bool(lf.get("ref_model")),
         epochs=float(epochs), max_steps=int(max_steps),
         mfu=_mfu(plan, arch, file, problems), mfu_source="plan.mfu" if "mfu" in plan else
-        (f"docker/arches.yaml {arch.name}" if arch.mfu else "planner default"), avg_tokens=avg,
+        (f"docker/arches.yaml {_mfu_owner(arch)}" if arch.mfu else "planner default"), avg_tokens=avg,
         host_memory_gb=float(host) if host is not None else None,
         ds_reduce_bucket=ds.get("reduce_bucket_size"),
         ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
