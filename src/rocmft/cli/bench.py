@@ -10,7 +10,7 @@ import json
 import shlex
 from pathlib import Path
 
-from .. import bench, pipeline, recipes, runs
+from .. import bench, pipeline, recipes, runs, tuning
 from ..problems import Problem, ProblemReport
 from . import train
 from .common import overrides, warn
@@ -72,6 +72,8 @@ def _append(prep: pipeline.Prepared, run_dir: Path, result, results: Path, recor
           f"step p50/p90 {float(row['step_time_p50_s']):.4g}/{float(row['step_time_p90_s']):.4g} s "
           f"({metrics.get('measured_steps')} measured after {metrics.get('warmup_steps')} warmup)", flush=True)
     print(f"[rocmft] row appended to {runs.relative(results)}  (make bench-report to compare with the planner)", flush=True)
+    print(f"[rocmft] GEMMs: {tuning.state_of(record['overrides'])} (TUNE=1 tunes once per image and shape, then reuses; "
+          "compare rows with and without it)", flush=True)
     print("[rocmft] row: " + shlex.join(f"{k}={v}" for k, v in row.items()), flush=True)
     return 0
 
@@ -96,6 +98,7 @@ def run(args) -> int:
     if args.record:
         return _record(args, results)
     user = overrides(args)
+    user += train.tune_overrides(args, user)  # TUNE=1: kept in the row's overrides (tuning | tuned | untuned)
     draft = recipes.load(args.recipe, user)  # for the run name and neat_packing only; prepare re-loads it
     run_name = args.run_name or runs.choose(f"{draft.name}-bench").name
     from ..validate import where
