@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import offline_env, rocmft
+from tests.conftest import ROOT, make_env, offline_env, rocmft
 
 pytestmark = pytest.mark.train
 
 
-def _canary(tmp: Path, *sets: str):
-    env = offline_env(tmp)
-    proc = rocmft("canary", "tiny-cpu", *(["--set", " ".join(sets)] if sets else []), env=env)
+def _canary(tmp: Path, *sets: str, train: bool = False):
+    if train:  # `make train CANARY=1`: the canary first, the training only if it agrees
+        proc = subprocess.run(["make", "-s", "train", "RECIPE=tiny-cpu", "CANARY=1", f"SET={' '.join(sets)}"], cwd=ROOT,
+                              env=make_env(tmp), capture_output=True, text=True, timeout=900)
+    else:
+        proc = rocmft("canary", "tiny-cpu", *(["--set", " ".join(sets)] if sets else []), env=offline_env(tmp))
     folders = [p for p in (tmp / "runs").iterdir() if (p / "canary.json").is_file()]
     assert len(folders) == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, json.loads((folders[0] / "canary.json").read_text())
@@ -45,8 +49,11 @@ def test_fp16_overflow_is_caught_and_precision_named(tmp_path, tiny_model):
       fp16: loss 7.24761, 7.04328, nan, nan; grad norm 2.4513, 67.320, nan, nan
       fp32: loss 7.24764, 7.04440, 7.36591, 6.94331; grad norm 2.4512, 65.470, 0.5007, 0.1849
     (steps 1-2 agree within 1.6e-4 relative, inside fp16's 2ku = 9.8e-4 / 2.0e-3 tolerance)."""
-    proc, record = _canary(tmp_path, "precision=fp16", "learning_rate=3.0")
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # use_cpu makes the fp16 recipe itself launchable on CPU: only the failed canary stops `make train` here.
+    proc, record = _canary(tmp_path, "precision=fp16", "use_cpu=true", "learning_rate=3.0", train=True)
+    assert proc.returncode != 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    canary_runs = {p.name for p in (tmp_path / "runs").iterdir()}
+    assert all("-canary-" in name for name in canary_runs), canary_runs  # no training run was launched
     assert record["verdict"] == "non-finite"
     assert record["numerics"]["precision"] == "fp16" and record["reference"]["precision"] == "fp32"
     tested, ref = record["runs"]["recipe"]["steps"], record["runs"]["reference"]["steps"]
