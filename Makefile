@@ -52,6 +52,7 @@ RUN_NAME ?=
 FORCE   ?=
 TO      ?=
 MAX_RESTARTS ?=
+TUNE    ?=
 
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -63,7 +64,7 @@ TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call
               $(call opt,--arch,$(ARCH)) $(call opt,--resume,$(RESUME)) $(call opt,--from,$(FROM)) \
               $(call opt,--run-name,$(RUN_NAME)) \
               $(if $(call is_set,$(FORCE)),--force) $(call opt,--docker-image,$(IMAGE_REF)) \
-              $(call opt,--max-restarts,$(MAX_RESTARTS))
+              $(call opt,--max-restarts,$(MAX_RESTARTS)) $(if $(call is_set,$(TUNE)),--tune)
 
 .PHONY: help host setup
 help: ## list the targets (this screen)

@@ -4,10 +4,10 @@ RESULTS ?=
 PLOT    ?=
 PRODUCT ?=
 CSV     ?=
-BENCH_FLAGS = $(call opt,--steps,$(STEPS)) $(call opt,--results,$(RESULTS))
+BENCH_FLAGS = $(call opt,--steps,$(STEPS)) $(call opt,--results,$(RESULTS)) $(call opt,--price,$(PRICE))
 
 .PHONY: bench bench-report
-bench: host $(if $(filter tiny-cpu,$(RECIPE)),tiny-model) ## run RECIPE for STEPS=20 steps (saving off), append one measured row to results/bench.csv (SET=, RUNTIME=, GPUS=, RESULTS=)
+bench: host $(if $(filter tiny-cpu,$(RECIPE)),tiny-model) ## run RECIPE for STEPS=20 steps (saving off), append one measured row to results/bench.csv (SET=, RUNTIME=, GPUS=, RESULTS=, TUNE=1, PRICE=: GPU-hours and cost)
 	$(stack_if_local)
 	@$(ROCMFT) bench $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(BENCH_FLAGS) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 

@@ -10,5 +10,5 @@ doctor: host ## check the host for GPU training in a container: devices, groups,
 shell: host ## interactive shell in the image of ARCH with a run's devices, groups and mounts (GPUS=, IMAGE_REF=)
 	@$(ROCMFT) shell $(call opt,--arch,$(ARCH)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
 
-runs: host ## list the runs (status, final loss, duration) and containers left by a crashed launcher
-	@$(ROCMFT) runs
+runs: host ## list the runs (status, final loss, duration; PRICE=: GPU-hours and cost) and containers left by a crashed launcher
+	@$(ROCMFT) runs $(call opt,--price,$(PRICE))

@@ -1,7 +1,7 @@
 # Training: the demo, train, export, the tiny model, and the tests.
 # VERBOSE=1 (read by `rocmft train` from the environment, where make puts command-line variables) also
 # streams the job's whole output; it always goes to <run dir>/train.log.
-.PHONY: demo train export tiny-model test test-unit test-train
+.PHONY: demo train export tiny-model test test-unit test-train canary
 MULTINODE_FLAGS ?=
 # The demo and the tests never fetch a model or dataset from a hub (GPU recipes may: they name hub models).
 demo test test-unit test-train: export HF_HUB_OFFLINE ?= 1
@@ -19,8 +19,10 @@ demo: setup tiny-model ## train the tiny model on CPU to answer "Who are you?", 
 	  --set "do_sample=false max_new_tokens=32"
 	@echo "next: make chat RUN=last (talk to it), make eval RUN=last (base vs trained on held-out rows)"
 
-train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, FROM=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=)
+train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, FROM=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=, CANARY=1: make canary first, TUNE=1: GEMM tuning kept)
 	$(stack_if_local)
+	$(if $(call is_set,$(CANARY)),@$(ROCMFT) canary $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(call opt,--runtime,$(RUNTIME)) \
+	  $(call opt,--arch,$(ARCH)) $(call opt,--docker-image,$(IMAGE_REF)))
 	@$(ROCMFT) train $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 
 export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged
@@ -34,3 +36,11 @@ test-unit: setup ## the fast unit tests only
 
 test-train: setup tiny-model ## only the real CPU training runs (pytest -m train)
 	@$(PY) -m pytest -q -m train tests
+
+# The numerics canary (src/rocmft/canary): the recipe's precision/attention/Liger/packing vs an fp32 reference on the
+# tiny model; `make train CANARY=1` runs it first and launches only when it agrees.
+CANARY ?=
+canary: host ## train the tiny model a few steps with RECIPE's numerics and an fp32 reference: agrees/diverges/non-finite -> canary.json (SET=, ARCH=, RUNTIME=, GPUS=)
+	$(stack_if_local)
+	@$(ROCMFT) canary $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) \
+	  $(call opt,--arch,$(ARCH)) $(call opt,--docker-image,$(IMAGE_REF))

@@ -44,7 +44,13 @@ def corpus(n: int, seed: int) -> list[str]:
     return lines
 
 
-def build(out: Path, seed: int = 0) -> None:
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def build(out: Path, seed: int = 0, dtype: str = "float32", widen: bool = False) -> None:
+    """`dtype`: the weights are rounded to it and stored in it (a canary's model, stored as Hub checkpoints are in
+    the dtype a run computes in); `widen`: rounded to it, stored in float32 (the same values, exactly: the
+    canary's fp32 reference starts from them)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -72,22 +78,27 @@ def build(out: Path, seed: int = 0) -> None:
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         model.lm_head.weight.mul_(OUTPUT_SCALE)
+    if dtype != "float32":
+        model = model.to(getattr(torch, dtype))
+        if widen:
+            model = model.to(torch.float32)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     # save_pretrained writes 0600 files: a container running as another user could not read them.
     for f in out.iterdir():
         f.chmod(0o644)
-    (out / "rocmft-tiny.json").write_text(json.dumps(stamp(seed)) + "\n")
+    (out / "rocmft-tiny.json").write_text(json.dumps(stamp(seed, dtype, widen)) + "\n")
 
 
-def stamp(seed: int) -> dict:
-    return {"seed": seed, "built_by": "scripts/make_tiny_model.py", "version": VERSION}
+def stamp(seed: int, dtype: str = "float32", widen: bool = False) -> dict:
+    extra = {"dtype": dtype, "stored": "float32" if widen else dtype} if dtype != "float32" else {}
+    return {"seed": seed, "built_by": "scripts/make_tiny_model.py", "version": VERSION, **extra}
 
 
-def current(out: Path, seed: int) -> bool:
+def current(out: Path, seed: int, dtype: str = "float32", widen: bool = False) -> bool:
     try:
-        return json.loads((out / "rocmft-tiny.json").read_text()) == stamp(seed)
+        return json.loads((out / "rocmft-tiny.json").read_text()) == stamp(seed, dtype, widen)
     except (OSError, ValueError):
         return False
 
@@ -126,15 +137,17 @@ def main() -> None:
     parser.add_argument("--out", default="models/tiny-llama")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--force", action="store_true", help="rebuild even if the model exists")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="round the weights to this dtype and store them in it")
+    parser.add_argument("--widen", action="store_true", help="with --dtype: store the rounded weights in float32")
     args = parser.parse_args()
     out = Path(args.out)
-    if current(out, args.seed) and not args.force:
+    if current(out, args.seed, args.dtype, args.widen) and not args.force:
         print(f"tiny model: {out} (exists)")
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     log = out / "build.log"
     with output_to(log):
-        build(out, args.seed)
+        build(out, args.seed, args.dtype, args.widen)
     print(f"tiny model: {out} (built; the libraries' output: {log})")
 
 

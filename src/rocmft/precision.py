@@ -27,7 +27,14 @@ class Precision:
         return self.name == "fp16"
 
 
-def resolve(requested: str, arch: Arch, file: str = "") -> tuple[Precision, list[Problem]]:
+def resolve(requested: str, arch: Arch, file: str = "", use_cpu: bool = False) -> tuple[Precision, list[Problem]]:
+    """`use_cpu`: LLaMA-Factory's `use_cpu: true` on a CPU arch, which lets transformers run bf16 there (autocast,
+    emulated and slow) and fp16 (no autocast and no loss scaling on CPU: only weights stored in fp16 compute in
+    it). For numerics checks (`make canary`), not for speed: a warning, not an error."""
+    if use_cpu and not arch.is_gpu and requested in ("bf16", "fp16"):
+        return Precision(requested, "requested, use_cpu"), [Problem(
+            file, "precision", f"{requested} on a CPU with use_cpu: a numerics check, slow (no fast {requested} here)",
+            "precision: fp32 for training on CPU", severity="warning")]
     if requested == "auto":
         if arch.bf16:
             return Precision("bf16", f"auto: {arch.name} has bf16"), []

@@ -71,7 +71,8 @@ def train_args(recipe: Recipe, run_path: str, prec: precision.Precision, resume_
 def render(recipe: Recipe, run_path: str, resume_from: str | None = None) -> Rendered:
     """`run_path`: the run directory relative to the project root (e.g. runs/tiny-cpu-20261202-101500)."""
     arch = arches.get(recipe.arch, file=recipe.path)
-    prec, problems = precision.resolve(recipe.precision, arch, recipe.path)
+    prec, problems = precision.resolve(recipe.precision, arch, recipe.path,
+                                       use_cpu=recipe.llamafactory.get("use_cpu") is True)
     warnings = raise_if_errors(problems)
     args = train_args(recipe, run_path, prec, resume_from)
     env = environment()

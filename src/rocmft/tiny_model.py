@@ -27,16 +27,25 @@ def named(model: str, root: Path) -> bool:
     return path.resolve() == (root / PATH).resolve()
 
 
-def builder_argv(root: Path, python: str | None = None) -> list[str]:
-    return [python or sys.executable, str(root / "scripts" / "make_tiny_model.py"), "--out", PATH]  # cwd: root
+def builder_argv(root: Path, python: str | None = None, out: str = PATH, extra: tuple[str, ...] = ()) -> list[str]:
+    return [python or sys.executable, str(root / "scripts" / "make_tiny_model.py"), "--out", out, *extra]  # cwd: root
 
 
-def image_request(root: Path, image: str, uid: int, gid: int) -> dict:
+def variant(dtype: str, widen: bool = False) -> tuple[str, tuple[str, ...]]:
+    """(path, builder options) of the tiny model rounded to `dtype` (bfloat16, float16): stored in it, or in float32
+    with `widen` (the same values). `float32` is the tiny model itself. The canary trains these (rocmft.canary)."""
+    if dtype == "float32":
+        return PATH, ()
+    short = {"bfloat16": "bf16", "float16": "fp16"}[dtype]
+    return f"{PATH}-{short}{'-fp32' if widen else ''}", ("--dtype", dtype, *(("--widen",) if widen else ()))
+
+
+def image_request(root: Path, image: str, uid: int, gid: int, out: str = PATH, extra: tuple[str, ...] = ()) -> dict:
     """`client.containers.create(**...)` for the same builder in the arch's image (a light host has no torch):
     the checkout read-only as every container sees it (launch/docker/spec.py), models/ writable, offline, no
     network, the invoking user (files it owns)."""
     models = str(root / "models")
-    return dict(image=image, command=["python", "scripts/make_tiny_model.py", "--out", PATH], user=f"{uid}:{gid}",
+    return dict(image=image, command=["python", "scripts/make_tiny_model.py", "--out", out, *extra], user=f"{uid}:{gid}",
                 working_dir=str(root), volumes={str(root): {"bind": str(root), "mode": "ro"},
                                                 models: {"bind": models, "mode": "rw"}},
                 environment={"HOME": "/tmp", "HF_HUB_OFFLINE": "1"}, network_disabled=True,
@@ -61,20 +70,24 @@ def _build_in_image(request: dict) -> int:
 
 
 def ensure(model: str, root: Path, *, file: str = "", key: str = "model_name_or_path", python: str | None = None,
-           image: Callable[[], tuple[str | None, str]] | None = None) -> list[Problem]:
+           image: Callable[[], tuple[str | None, str]] | None = None, dtype: str = "float32",
+           widen: bool = False) -> list[Problem]:
     """Build the tiny model when `model` names it and it is not built; problems when it cannot be. Here when
-    this venv has torch, else in the image `image()` names ((image id, "") or (None, why not))."""
-    if not named(model, root) or (root / PATH / MARK).is_file():
+    this venv has torch, else in the image `image()` names ((image id, "") or (None, why not)). `dtype`, `widen`:
+    the variant of `variant()` instead, whatever `model` says."""
+    out, extra = variant(dtype, widen)
+    if (out == PATH and not named(model, root)) or (root / out / MARK).is_file():
         return []
     if python is not None or importlib.util.find_spec("torch") is not None:
-        code = subprocess.run(builder_argv(root, python), cwd=root, stdin=subprocess.DEVNULL, check=False).returncode
+        code = subprocess.run(builder_argv(root, python, out, extra), cwd=root, stdin=subprocess.DEVNULL,
+                              check=False).returncode
     else:
         ref, why = image() if image else (None, "no image was looked for")
         if ref is None:
             return [Problem(file, key, f"`{PATH}` is not built: this venv has no torch to build it, and {why}",
                             "`make tiny-model` (it sets up the CPU stack first)")]
         (root / "models").mkdir(exist_ok=True)  # else the daemon creates the mount's source, owned by root
-        code = _build_in_image(image_request(root, ref, os.getuid(), os.getgid()))
+        code = _build_in_image(image_request(root, ref, os.getuid(), os.getgid(), out, extra))
     if code != 0:  # the builder has printed its log's tail
-        return [Problem(file, key, f"building `{PATH}` failed (exit {code})", "see the lines above")]
+        return [Problem(file, key, f"building `{out}` failed (exit {code})", "see the lines above")]
     return []

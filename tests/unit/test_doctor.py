@@ -234,3 +234,11 @@ def test_make_doctor_on_a_machine_without_gpu():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "No AMD GPU on this machine" in out.stdout and "make demo" in out.stdout
     assert "Docker daemon not reachable" in out.stdout
+
+
+
+def test_doctor_points_at_the_numerics_canary():
+    """The doctor checks devices, not arithmetic: it says where the arithmetic is checked."""
+    for facts in (node(), NO_GPU):
+        text = "\n".join(doctor.render(doctor.check(facts, DOCKER_OK, A)))
+        assert "make canary RECIPE=" in text and "make train CANARY=1" in text

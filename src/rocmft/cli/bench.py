@@ -10,7 +10,7 @@ import json
 import shlex
 from pathlib import Path
 
-from .. import bench, pipeline, recipes, runs
+from .. import bench, pipeline, recipes, runs, tuning
 from ..problems import Problem, ProblemReport
 from . import train
 from .common import overrides, warn
@@ -26,6 +26,7 @@ def add_arguments(parser) -> None:
                              f"{bench.WARMUP_STEPS} are warmup, not measured")
     parser.add_argument("--results", default=None,
                         help=f"CSV file to append the row to (default: ${bench.RESULTS_ENV} or results/bench.csv)")
+    parser.add_argument("--price", default=None, help="USD per GPU-hour: the run's measured GPU-hours and cost (PRICE=)")
     parser.add_argument("--record", action="store_true",
                         help="RECIPE is a finished bench run dir (or `last`): append its row without running anything")
 
@@ -46,7 +47,25 @@ def _plan(prep: pipeline.Prepared, steps: int, args, *, check_fit: bool):
     return result
 
 
-def _append(prep: pipeline.Prepared, run_dir: Path, result, results: Path, record: dict) -> int:
+def money_line(run_dir: Path, tokens_per_s_per_gpu: float, price_text) -> str:
+    """The run's measured GPU-hours (wall time x GPUs) and, at PRICE=, its cost and cost per million trained tokens."""
+    from .. import cost
+    from .runs import gpus_of
+
+    status = runs.read_status(run_dir)
+    started, ended, gpus = status.get("started"), status.get("ended"), gpus_of(run_dir)
+    if not (started and ended and gpus):
+        return "GPU-hours: unknown (no start/end or launch plan recorded)"
+    hours = cost.gpu_hours(ended - started, gpus)
+    text = f"measured {cost.hours_text(hours)} GPU-hours ({gpus} GPU(s) x {ended - started:.0f} s, setup included)"
+    price = cost.parse_price(price_text)
+    if price is None:
+        return f"{text}; cost: {cost.ASK}"
+    return (f"{text}: {cost.money(hours * price)} at ${price:g}/GPU-hour; "
+            f"{cost.money(cost.per_million_tokens(price, tokens_per_s_per_gpu))} per million trained tokens at the measured speed")
+
+
+def _append(prep: pipeline.Prepared, run_dir: Path, result, results: Path, record: dict, args=None) -> int:
     metrics_file = run_dir / "metrics.json"
     if not metrics_file.is_file():
         state = runs.read_status(run_dir).get("state", "not started")
@@ -72,6 +91,9 @@ def _append(prep: pipeline.Prepared, run_dir: Path, result, results: Path, recor
           f"step p50/p90 {float(row['step_time_p50_s']):.4g}/{float(row['step_time_p90_s']):.4g} s "
           f"({metrics.get('measured_steps')} measured after {metrics.get('warmup_steps')} warmup)", flush=True)
     print(f"[rocmft] row appended to {runs.relative(results)}  (make bench-report to compare with the planner)", flush=True)
+    print(f"[rocmft] {money_line(run_dir, float(row['tokens_per_s_per_gpu']), getattr(args, 'price', None))}", flush=True)
+    print(f"[rocmft] GEMMs: {tuning.state_of(record['overrides'])} (TUNE=1 tunes once per image and shape, then reuses; "
+          "compare rows with and without it)", flush=True)
     print("[rocmft] row: " + shlex.join(f"{k}={v}" for k, v in row.items()), flush=True)
     return 0
 
@@ -83,11 +105,14 @@ def _record(args, results: Path) -> int:
         raise ProblemReport([Problem(str(run_dir), "", f"already recorded in {record['recorded_in']}",
                                      "a run gives one row; bench again for another")])
     prep = bench.prepared_from_run(run_dir, record)
-    return _append(prep, run_dir, _plan(prep, int(record["steps"]), args, check_fit=False), results, record)
+    return _append(prep, run_dir, _plan(prep, int(record["steps"]), args, check_fit=False), results, record, args)
 
 
 def run(args) -> int:
     steps = bench.check_steps(args.steps)
+    from .. import cost
+
+    cost.parse_price(getattr(args, "price", None))  # a bad PRICE is found before a run is spent
     if args.resume:
         raise ProblemReport([Problem("", "RESUME", "a bench run starts from the recipe's model, never from a checkpoint",
                                      "drop RESUME= (the row would measure a resumed run's first steps as warmup)")])
@@ -96,6 +121,7 @@ def run(args) -> int:
     if args.record:
         return _record(args, results)
     user = overrides(args)
+    user += train.tune_overrides(args, user)  # TUNE=1: kept in the row's overrides (tuning | tuned | untuned)
     draft = recipes.load(args.recipe, user)  # for the run name and neat_packing only; prepare re-loads it
     run_name = args.run_name or runs.choose(f"{draft.name}-bench").name
     from ..validate import where
@@ -133,4 +159,4 @@ def run(args) -> int:
         print(f"[rocmft] bench: the job runs outside this command; when it has finished, append its row with:\n"
               f"  rocmft bench {rel} --record{' --results ' + shlex.quote(str(results)) if args.results else ''}", flush=True)
         return 0
-    return _append(prep, prep.run_dir, result, results, bench.read_record(prep.run_dir))
+    return _append(prep, prep.run_dir, result, results, bench.read_record(prep.run_dir), args)

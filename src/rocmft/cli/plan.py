@@ -15,6 +15,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--nodes", default=None, help="plan for this many nodes")
     parser.add_argument("--steps", default=None, metavar="N",
                         help="estimate the time of N optimizer steps instead of the dataset's epochs (make plan STEPS=N)")
+    parser.add_argument("--price", default=None, help="USD per GPU-hour: GPU-hours and cost of the run (make plan PRICE=)")
     parser.add_argument("--summary", action="store_true", help="print the few-line summary `make train` shows")
     parser.add_argument("--check", action="store_true", help="exit 1 when the plan says it does not fit")
 
@@ -49,4 +50,26 @@ def run(args) -> int:
         warn([p for p in result.problems])
         result.problems = []  # printed once, on stderr
         print(result.report())
+        print("\n".join(cost_lines(result, getattr(args, "price", None))))
     return 1 if args.check and not result.fits else 0
+
+
+def cost_lines(result, price_text) -> list[str]:
+    """GPU-hours of the planned time and their cost at PRICE=; per million trained tokens at the planned speed."""
+    from .. import cost
+
+    price = cost.parse_price(price_text)
+    tp = result.throughput
+    if tp is None or tp.time is None or tp.tokens_per_s_gpu is None or result.workload is None:
+        return ["Cost: no planned time for this recipe (no known peak for its arch): GPU-hours unknown"]
+    gpus = result.workload.world_size
+    fast, slow = (cost.gpu_hours(s, gpus) for s in tp.time.seconds)
+    lines = ["Cost", f"  GPU-hours: {cost.hours_text(fast)}-{cost.hours_text(slow)} ({gpus} GPU(s) x the time above)"]
+    if price is None:
+        lines.append(f"  cost: {cost.ASK}")
+        return lines
+    lo, hi = tp.tokens_per_s_gpu
+    lines.append(f"  cost at ${price:g}/GPU-hour (PRICE=): {cost.money(fast * price)}-{cost.money(slow * price)}; "
+                 f"{cost.money(cost.per_million_tokens(price, hi))}-{cost.money(cost.per_million_tokens(price, lo))} "
+                 "per million trained tokens")
+    return lines

@@ -9,6 +9,8 @@ HELP = "list the runs (stage, status, steps, final loss, tokens/s per GPU, durat
 
 def add_arguments(parser) -> None:
     parser.add_argument("--last", type=int, default=0, help="only the newest N runs")
+    parser.add_argument("--price", default=None,
+                        help="USD per GPU-hour: add each run's measured GPU-hours and cost (make runs PRICE=)")
 
 
 def _duration(seconds: float | None) -> str:
@@ -53,16 +55,19 @@ def _attempts_note(status: dict) -> list[str]:
 
 
 def run(args) -> int:
-    from .. import runs
+    from .. import cost, runs
     from ..evaluate.report import tuned_loss
     from ..safe_text import one_line
+
+    price = cost.parse_price(getattr(args, "price", None))
 
     infos = runs.all_runs()
     if args.last:
         infos = infos[-args.last:]
     left, active, note = _containers()
     left_by_run = {c.run: c for c in left}
-    rows = [("RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "EVAL", "TOK/S/GPU", "TIME", "STARTED (UTC)", "NOTE")]
+    rows = [("RUN", "RECIPE", "STAGE", "STATUS", "STEPS", "LOSS", "EVAL", "TOK/S/GPU", "TIME", "STARTED (UTC)",
+             *(("GPU-H", f"COST @${price:g}") if price is not None else ()), "NOTE")]
     for info in infos:
         status = runs.read_status(info.path)
         state = info.state.upper() if info.state in ("diverged", "failed") else info.state
@@ -91,10 +96,12 @@ def run(args) -> int:
         eval_loss = f"{evaluated:.4f}" if evaluated is not None else "-"
         tps = f"{info.tokens_per_s_per_gpu:,.0f}" if info.tokens_per_s_per_gpu else "-"
         steps = f"{info.last_step}/{info.max_steps or '?'}" if info.last_step is not None else "-"
+        row = (info.path.name, info.recipe, info.stage, state, steps, loss, eval_loss, tps, _duration(info.duration_s),
+               runs.utc_iso(info.started))
+        if price is not None:
+            row += money_cells(info.path, info.duration_s, price)
         # every cell one line of text: the recipe, stage, state and notes come from files the job can write
-        rows.append(tuple(one_line(cell) for cell in (
-            info.path.name, info.recipe, info.stage, state, steps, loss, eval_loss, tps, _duration(info.duration_s),
-            runs.utc_iso(info.started), "; ".join(str(e) for e in extra))))
+        rows.append(tuple(one_line(cell) for cell in (*row, "; ".join(str(e) for e in extra))))
     if len(rows) == 1:
         print("no runs yet: `make demo` trains the tiny model, `make train RECIPE=...` a recipe")
     else:
@@ -111,3 +118,25 @@ def run(args) -> int:
     if note:
         print(f"note: {note}")
     return 0
+
+
+def gpus_of(run_dir) -> int | None:
+    """The run's GPUs (processes per node x nodes) from its launch plan."""
+    import json
+
+    try:
+        plan = json.loads((run_dir / "plan.json").read_text())
+        return int(plan["nproc_per_node"]) * int(plan["nnodes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def money_cells(run_dir, seconds: float | None, price: float) -> tuple[str, str]:
+    """(GPU-hours, cost) measured: the run's wall time from start to end x its GPUs."""
+    from .. import cost
+
+    gpus = gpus_of(run_dir)
+    if seconds is None or gpus is None:
+        return "-", "-"
+    hours = cost.gpu_hours(seconds, gpus)
+    return cost.hours_text(hours), cost.money(hours * price)

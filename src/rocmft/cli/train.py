@@ -38,6 +38,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-requeues", dest="max_requeues", default=None,
                         help="slurm: requeues after a preemption or the time limit (MAX_REQUEUES=; resilience.max_requeues)")
     parser.add_argument("--force", action="store_true", help="launch even when the planner says it does not fit")
+    parser.add_argument("--tune", action="store_true",
+                        help="PyTorch TunableOp GEMM tuning, results kept per image and model shape (TUNE=1; rocmft.tuning)")
     parser.add_argument("--no-plan", action="store_true", help="skip the memory plan check")
     parser.add_argument("--quiet", action="store_true", help="no progress lines while it runs (train.log and the summary still)")
     parser.add_argument("--verbose", action="store_true", default=_env_flag("VERBOSE"),
@@ -51,6 +53,30 @@ def add_arguments(parser) -> None:
             continue
         if hasattr(module, "add_arguments"):
             module.add_arguments(parser)
+
+
+def tune_overrides(args, user: list[str]) -> list[str]:
+    """TUNE=1: the TunableOp environment as recipe overrides, tuning on only where this image+shape has no results."""
+    if not getattr(args, "tune", False):
+        return []
+    from importlib import metadata
+
+    from .. import arches, paths, precision, recipes, tuning
+    from ..validate import where
+
+    recipe = recipes.load(args.recipe, user + ([f"arch={args.arch}"] if args.arch else []))
+    arch = arches.get(recipe.arch, file=recipe.path)
+    runtime = args.runtime or where.default_runtime(arch)
+    try:
+        torch_version = metadata.version("torch")  # the version only: the host CLI imports no torch
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    prec, _ = precision.resolve(recipe.precision, arch, recipe.path, use_cpu=recipe.llamafactory.get("use_cpu") is True)
+    plan = tuning.plan(paths.root(), tuning.image_key(runtime, arch.name, getattr(args, "docker_image", None), torch_version),
+                       tuning.shape_key(recipe.llamafactory, prec.name))
+    plan.folder.mkdir(parents=True, exist_ok=True)  # TunableOp writes the file at exit, not the folder
+    print(f"[rocmft] {plan.line()}", flush=True)
+    return plan.overrides()
 
 
 def _check_plan(prep: pipeline.Prepared, force: bool) -> None:
@@ -81,6 +107,7 @@ def run(args) -> int:
     # Validation runs where the job will: the venv for local, the arch's image for docker (`validate.where`).
     faults = [f"resilience.{key}={getattr(args, key)}" for key in ("max_restarts", "max_requeues")
               if getattr(args, key, None) not in (None, "")]
+    faults += tune_overrides(args, overrides(args))
     prep = pipeline.prepare(args.recipe, overrides(args) + faults, arch=args.arch, nodes=args.nodes, gpus=args.gpus,
                             resume=args.resume, start_from=args.start_from, run_name=args.run_name,
                             validate_in=where.for_runtime(args.runtime, args),

@@ -282,6 +282,9 @@ def render(report: Report) -> list[str]:
         lines.append("No GPU here: the GPU path needs an AMD GPU. Try `make demo` (tiny model, CPU, ~20 s).")
     elif report.suggested_arch:
         lines.append(f"Suggested: ARCH={report.suggested_arch}  (e.g. make train RECIPE=... ARCH={report.suggested_arch})")
+    # Devices and drivers present say nothing of what they compute: the canary trains on this stack.
+    lines.append("Numerics: `make canary RECIPE=...` checks this stack's precision/attention/Liger against an fp32 "
+                 "reference in a few steps of the tiny model (`make train CANARY=1` runs it before launching)")
     fails = sum(f.level == "fail" for f in report.findings)
     warns = sum(f.level == "warn" for f in report.findings)
     lines.append(f"{fails} failure(s), {warns} warning(s)" + (": fix the FAIL lines first" if fails else ""))

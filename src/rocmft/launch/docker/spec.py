@@ -173,6 +173,9 @@ def container_spec(
         value = plan.env.get(key, "")
         if posixpath.isabs(value):
             writable_dir(value, f"{key} cache")
+    tuned = plan.env.get("PYTORCH_TUNABLEOP_FILENAME", "")
+    if posixpath.isabs(tuned):  # TUNE=1 (rocmft.tuning): written when the job exits, kept for later runs
+        writable_dir(posixpath.dirname(tuned), "TunableOp GEMM results of this image and model shape (TUNE=1)")
     for folder in writable:
         writable_dir(posixpath.join(root, folder), f"{folder}/ (written by the program in the container)")
     for key in INPUT_KEYS:
