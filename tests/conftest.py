@@ -163,6 +163,24 @@ def demo_run(tmp_path_factory, tiny_model) -> TrainedRun:
     return TrainedRun(Path(env["ROCMFT_RUNS"]) / "demo", proc.stdout)
 
 
+# ---- `make eval` of a copy of `trained_run`, once for the session (`evaluated_run`): the venv's eval.json, which
+# the eval tests read and the Docker eval compares its own numbers with
+
+EVAL_ROWS = 8  # fewer than tiny-cpu holds out, so the cap is exercised; generation is the slow part
+
+
+@pytest.fixture(scope="session")
+def evaluated_run(trained_run: TrainedRun, tmp_path_factory):
+    """(run dir, env, what `make -s eval RUN=last N=EVAL_ROWS` printed) for a copy of the shared run."""
+    tmp = tmp_path_factory.mktemp("eval")
+    env = make_env(tmp)
+    run = trained_run.copy_to(tmp / "runs", "evaluated")  # eval writes into the run dir: never the shared one
+    proc = subprocess.run(["make", "-s", "eval", "RUN=last", f"N={EVAL_ROWS}"], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return run, env, proc.stdout
+
+
 # ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)
 # CI starts every service and installs everything the suite uses (the CPU stack, the tiny model, Chromium),
 # so nothing it runs may skip: a skipped test would be counted as a pass that proved nothing. Only skips
