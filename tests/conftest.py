@@ -163,6 +163,24 @@ def demo_run(tmp_path_factory, tiny_model) -> TrainedRun:
     return TrainedRun(Path(env["ROCMFT_RUNS"]) / "demo", proc.stdout)
 
 
+# ---- `make eval` of a copy of `trained_run`, once for the session (`evaluated_run`): the venv's eval.json, which
+# the eval tests read and the Docker eval compares its own numbers with
+
+EVAL_ROWS = 8  # fewer than tiny-cpu holds out, so the cap is exercised; generation is the slow part
+
+
+@pytest.fixture(scope="session")
+def evaluated_run(trained_run: TrainedRun, tmp_path_factory):
+    """(run dir, env, what `make -s eval RUN=last N=EVAL_ROWS` printed) for a copy of the shared run."""
+    tmp = tmp_path_factory.mktemp("eval")
+    env = make_env(tmp)
+    run = trained_run.copy_to(tmp / "runs", "evaluated")  # eval writes into the run dir: never the shared one
+    proc = subprocess.run(["make", "-s", "eval", "RUN=last", f"N={EVAL_ROWS}"], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return run, env, proc.stdout
+
+
 # ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)
 # CI starts every service and installs everything the suite uses (the CPU stack, the tiny model, Chromium),
 # so nothing it runs may skip: a skipped test would be counted as a pass that proved nothing. Only skips
@@ -204,10 +222,103 @@ def pytest_make_collect_report(collector):
         _SKIPPED_MODULES.append(f"{report.nodeid}: {report.longrepr}")
 
 
+# ---- a test leaves the process as it found it: signal dispositions, the signal mask, os.environ (issue 33)
+# Every process a test starts inherits these. A SIGTERM left ignored made every later `make`, launcher and
+# training ignore SIGTERM as no user's process does; a leaked variable changes every later run's output.
+
+# Variables the tools set themselves, whichever test first makes them: pytest's own (one value per test phase);
+# torch's inductor cache folder, written into os.environ the first time torch looks it up (an optimizer's first
+# step), with the default every child process computes for itself; and `import deepspeed`'s
+# os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1"), which every process importing DeepSpeed sets too.
+_NOT_OURS = ("PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "PYTORCH_NVML_BASED_CUDA_CHECK")
+
+
+def _signal_name(sig: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(sig).name
+    except ValueError:  # a real-time signal
+        return f"signal {int(sig)}"
+
+
+def _signals() -> dict[str, tuple]:
+    import signal
+
+    return {_signal_name(sig): (sig, signal.getsignal(sig)) for sig in sorted(signal.valid_signals())
+            if sig not in (signal.SIGKILL, signal.SIGSTOP)}
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    signals: dict
+    mask: frozenset
+    environ: dict
+
+    @classmethod
+    def now(cls) -> "ProcessState":
+        import signal
+
+        environ = {k: v for k, v in os.environ.items() if k not in _NOT_OURS}
+        return cls(_signals(), frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])), environ)
+
+    def changes_since(self, before: "ProcessState") -> list[str]:
+        out = []
+        for name in sorted(before.signals.keys() | self.signals.keys()):
+            was, now = before.signals.get(name, (0, None))[1], self.signals.get(name, (0, None))[1]
+            if was is not now and was != now:
+                out.append(f"signal {name}: {_handler(was)} -> {_handler(now)}")
+        if self.mask != before.mask:
+            out.append(f"signal mask: blocked {_names(before.mask)} -> {_names(self.mask)}")
+        for key in sorted(before.environ.keys() | self.environ.keys()):
+            if before.environ.get(key) != self.environ.get(key):
+                out.append(f"os.environ[{key!r}]: {before.environ.get(key)!r} -> {self.environ.get(key)!r}")
+        return out
+
+    def restore(self) -> None:
+        """Put the state back, so that one leak fails one test and not every test after it."""
+        import signal
+
+        for sig, handler in self.signals.values():
+            if handler is not None and signal.getsignal(sig) is not handler:
+                signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        for key in [k for k in os.environ if k not in self.environ and k not in _NOT_OURS]:
+            del os.environ[key]
+        os.environ.update(self.environ)
+
+
+def _names(mask: frozenset) -> str:
+    return ", ".join(sorted(_signal_name(s) for s in mask)) or "none"
+
+
+def _handler(handler) -> str:
+    import signal
+
+    if handler in (signal.SIG_DFL, signal.SIG_IGN):
+        return signal.Handlers(handler).name
+    return getattr(handler, "__qualname__", None) or repr(handler)
+
+
+@pytest.fixture(autouse=True)
+def leaves_the_process_as_it_found_it(request):
+    """Fails a test (at its teardown, after its own fixtures such as monkeypatch are undone) that changed a
+    signal disposition, the signal mask or os.environ. Fixtures of a wider scope are checked at the end of the
+    session against the state the session started with (`pytest_sessionfinish`)."""
+    before = ProcessState.now()
+    yield
+    changes = ProcessState.now().changes_since(before)
+    if changes:
+        before.restore()
+        pytest.fail(f"{request.node.nodeid} left the test process changed (every later test and every process "
+                    "it starts would inherit it):\n  " + "\n  ".join(changes), pytrace=False)
+
+
 # ---- nothing the test run started outlives it (tests/processes.py says how "ours" is told apart)
 
 _STARTED = datetime.now(timezone.utc)
 os.environ[processes.SESSION_VAR] = processes.Mark(processes.SESSION_VAR).token  # inherited by all we start
+_SESSION_STATE = ProcessState.now()  # what the run's end compares with (fixtures of any scope undone by then)
 
 
 @pytest.fixture
@@ -236,6 +347,8 @@ def pytest_sessionfinish(session, exitstatus):
     """The run's end: every process that carries this run's mark and every container of this run that still
     exists is a leak. Each is named, stopped or removed, and the run fails (so does a module skipped in CI)."""
     problems = [f"skipped module: {m}" for m in _SKIPPED_MODULES]
+    problems += [f"the test process was left changed by a module or session fixture: {c}"
+                 for c in ProcessState.now().changes_since(_SESSION_STATE)]
     mark = processes.Mark(processes.SESSION_VAR, os.environ[processes.SESSION_VAR])
     problems += [f"still running (now stopped): {p}" for p in mark.stop()]
     factory = getattr(session.config, "_tmp_path_factory", None)  # this run's basetemp: every tmp_path is in it

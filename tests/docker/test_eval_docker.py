@@ -1,6 +1,8 @@
 """`make eval RUNTIME=docker` for real: a copy of the session's tiny-cpu run evaluated in the CPU image (its
 training stack, with LLaMA-Factory's metrics extra from requirements/train.txt), the run dir read-only inside:
-the host writes eval.json from the job's stdout. The same numbers as in the venv: the same rows, greedy.
+the host writes eval.json from the job's stdout. The same numbers as in the venv: its losses on the held-out rows
+(eval_loss, over every held-out row whatever N) are compared with the venv's eval.json of the same run (the
+session's `evaluated_run`, tests/conftest.py).
 
 Needs a daemon and the CPU image built from this checkout's requirements (`make wheelhouse ARCH=cpu && make
 image ARCH=cpu OFFLINE=1`); skipped only when no daemon is configured.
@@ -24,7 +26,7 @@ def eval_containers(client, run) -> list:  # noqa: F811
             if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
 
 
-def test_make_eval_in_the_container(trained_run: TrainedRun, client, cpu_image, tmp_path):  # noqa: F811
+def test_make_eval_in_the_container(trained_run: TrainedRun, evaluated_run, client, cpu_image, tmp_path):  # noqa: F811
     env = make_env(tmp_path)
     run = trained_run.copy_to(tmp_path / "runs", "in-docker")
     proc = subprocess.run(["make", "-s", "eval", f"RUN={run}", "RUNTIME=docker", "N=4"], cwd=ROOT, env=env,
@@ -35,6 +37,9 @@ def test_make_eval_in_the_container(trained_run: TrainedRun, client, cpu_image, 
         report = json.loads((run / "eval.json").read_text())
         assert report["tuned"]["eval_loss"] < report["base"]["eval_loss"]
         assert report["tuned"]["generated_rows"] == 4 and isinstance(report["tuned"]["bleu-4"], float)
+        venv = json.loads((evaluated_run[0] / "eval.json").read_text())  # the same run, evaluated in the venv
+        for side in ("base", "tuned"):  # over all held-out rows, whatever N: the same stack, the same numbers
+            assert report[side]["eval_loss"] == pytest.approx(venv[side]["eval_loss"], rel=1e-3), (side, report, venv)
         assert eval_containers(client, run) == []  # removed by the launcher
     finally:
         for container in eval_containers(client, run):

@@ -14,21 +14,16 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, TrainedRun, make_env
+from tests.conftest import EVAL_ROWS, ROOT
 
 pytestmark = pytest.mark.train
-ROWS = 8  # fewer than tiny-cpu holds out, so the cap is exercised; generation is the slow part
+ROWS = EVAL_ROWS
 
 
 @pytest.fixture(scope="module")
-def evaluated(trained_run: TrainedRun, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("eval")
-    env = make_env(tmp)
-    run = trained_run.copy_to(tmp / "runs", "evaluated")  # eval writes into the run dir: never the shared one
-    proc = subprocess.run(["make", "-s", "eval", "RUN=last", f"N={ROWS}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    return run, env, proc.stdout
+def evaluated(evaluated_run):
+    """The session's `make eval` of a copy of the trained run (tests/conftest.py: the Docker eval compares with it)."""
+    return evaluated_run
 
 
 def test_the_run_logged_an_eval_loss_curve_while_training(trained_run):

@@ -6,6 +6,7 @@ progress tests; its facts (step count, checkpoints) are read from it, never assu
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -158,13 +159,25 @@ def test_watchdog_leaves_a_normal_run_unchanged(env, trained_run: TrainedRun):
 
 
 def test_resume_continues_the_step_count_with_a_lower_learning_rate(env, trained_run: TrainedRun):
+    """The resumed run follows its own schedule (cosine over the new max_steps) with the NEW base learning rate,
+    from its first step on. The Trainer restores the checkpoint's base (5e-3) and the old schedule's last rate
+    (0 at the end of a cosine); without ResumeLearningRateCallback step 14 would train at 4.2e-4, not 8.4e-5."""
     last = trained_run.checkpoints()[-1]
     saved = int(last.name.split("-")[1])
     more = trained_run.max_steps + 4
-    proc, run = train(env, "resumed", "--resume", str(trained_run.path), f"max_steps={more}", "learning_rate=1e-3")
+    lower = 1e-3
+    proc, run = train(env, "resumed", "--resume", str(trained_run.path), f"max_steps={more}", f"learning_rate={lower}")
     log = [json.loads(line) for line in (run / "output" / "trainer_log.jsonl").read_text().splitlines()]
     assert log[0]["current_steps"] == saved + 1 and log[-1]["current_steps"] == more  # joins up after the checkpoint
-    assert all(entry["lr"] <= 1e-3 + 1e-12 for entry in log if "lr" in entry)
+    old = float(yaml.safe_load((trained_run.path / "train.yaml").read_text())["learning_rate"])
+    assert f"[rocmft] resumed with learning_rate {lower:g} (checkpoint had {old:g})" in proc.stdout + proc.stderr
+    resumed_args = yaml.safe_load((run / "train.yaml").read_text())
+    assert resumed_args["lr_scheduler_type"] == "cosine" and not resumed_args.get("warmup_steps")  # the formula below
+    # The Trainer logs the rate its optimizer step used: at step s, the schedule after s - 1 scheduler steps.
+    expected = {s: lower * 0.5 * (1 + math.cos(math.pi * (s - 1) / more)) for s in range(saved + 1, more + 1)}
+    logged = {entry["current_steps"]: entry["lr"] for entry in log if "lr" in entry}
+    assert logged.keys() == expected.keys()
+    assert all(math.isclose(logged[s], expected[s], rel_tol=1e-4) for s in expected), (logged, expected)
     status = json.loads((run / "status.json").read_text())
     assert status["resumed_from"].endswith(f"{trained_run.name}/output/{last.name}")
 

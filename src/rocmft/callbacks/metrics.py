@@ -17,8 +17,8 @@ What is measured, and how:
   prompt tokens are included (they cost the same FLOPs). It is set here rather than in train.yaml because
   transformers' command-line parser (and so rocmft's validation, which uses it) only takes true/false for
   that field, while the Trainer itself takes "non_padding". With `neat_packing` the attention mask holds
-  segment ids (or a 4-D float mask), so the bench asks for "all" there: packed sequences carry almost no
-  padding.
+  segment ids (or a 4-D float mask), so the bench asks for "all" there: a packed run's rate then counts its
+  padding too (about 8% of tiny-cpu's packed positions; `benchmarks/packing.py` measures it per recipe).
 - Real tokens: what the collator was handed, counted before it pads or packs the batch: the non-zero
   attention-mask entries of every feature (neat_packing's segment ids included, its pack padding not), so
   a packed run's real tokens are known although its collated mask is not a 0/1 mask. Counted on this rank

@@ -8,7 +8,8 @@ trainer_log.jsonl.
 Tokens/s: the Trainer's own count (`state.num_input_tokens_seen`, gathered over all ranks), switched on at
 on_train_begin as "non_padding" unless something already asked for a count (the bench's metrics callback).
 With `neat_packing` the attention mask is a 4-D float mask (0 where a token may attend, the dtype's minimum
-elsewhere), whose sum is no token count: "all" then (packed rows carry almost no padding), as the bench does.
+elsewhere), whose sum is no token count: "all" then, padding included (about 8% of tiny-cpu's packed positions; `benchmarks/packing.py`
+measures it for a recipe), as the bench does.
 Peak memory at the end: allocated on the GPU, or the process's peak RSS on CPU, the maximum over ranks (a
 collective, so every rank takes part in on_train_end; only rank 0 writes).
 

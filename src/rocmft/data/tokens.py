@@ -9,7 +9,7 @@ and tokenized as plain text (a lower bound: the chat markup is not counted).
 
 from __future__ import annotations
 
-import os
+import contextlib
 from pathlib import Path
 
 from ..problems import Problem, ProblemReport
@@ -17,8 +17,6 @@ from ..problems import Problem, ProblemReport
 
 class TokenCounter:
     def __init__(self, tokenizer_dir: str, template: str | None) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         if not Path(tokenizer_dir).is_dir():
             raise ProblemReport([Problem("", "TOKENIZER", f"`{tokenizer_dir}` is not a folder",
                                          "give the model (or tokenizer) folder, e.g. TOKENIZER=models/tiny-llama")])
@@ -27,7 +25,8 @@ class TokenCounter:
         except ImportError:
             raise ProblemReport([Problem("", "TOKENIZER", "needs the training stack (transformers)", "run `make setup` first")]) from None
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+            with _quiet():
+                self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
         except Exception as exc:  # noqa: BLE001 - any failure here is the user's folder
             raise ProblemReport([Problem("", "TOKENIZER", f"cannot load a tokenizer from `{tokenizer_dir}`: {exc}".splitlines()[0])]) from None
         self.template = None
@@ -42,17 +41,35 @@ class TokenCounter:
                 import logging
 
                 logging.getLogger("llamafactory").setLevel(logging.ERROR)
-                self.template = get_template_and_fix_tokenizer(self.tokenizer, DataArguments(template=template))
+                with _quiet():
+                    self.template = get_template_and_fix_tokenizer(self.tokenizer, DataArguments(template=template))
                 self.how = f"LLaMA-Factory template `{template}`"
 
     def count(self, system: str | None, turns: list[tuple[str, str]]) -> int:
-        if self.template is not None:
-            messages = [{"role": role, "content": content} for role, content in turns]
-            pairs = self.template.encode_multiturn(self.tokenizer, messages, system, None)
-            return sum(len(a) + len(b) for a, b in pairs) + (1 if self.template.efficient_eos else 0)
-        text = "\n".join(([system] if system else []) + [content for _, content in turns])
-        return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+        with _quiet():
+            if self.template is not None:
+                messages = [{"role": role, "content": content} for role, content in turns]
+                pairs = self.template.encode_multiturn(self.tokenizer, messages, system, None)
+                return sum(len(a) + len(b) for a, b in pairs) + (1 if self.template.efficient_eos else 0)
+            text = "\n".join(([system] if system else []) + [content for _, content in turns])
+            return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
 
     def count_text(self, document: str) -> int:
         """A pretraining document as LLaMA-Factory's `pt` preprocessing tokenizes it: the text, then EOS."""
-        return len(self.tokenizer(document, add_special_tokens=False)["input_ids"]) + 1
+        with _quiet():
+            return len(self.tokenizer(document, add_special_tokens=False)["input_ids"]) + 1
+
+
+@contextlib.contextmanager
+def _quiet():
+    """transformers' own warnings (a row longer than the model's max length, ...) would drown the report. Its
+    logger's level, for the duration of a call: never TRANSFORMERS_VERBOSITY in os.environ, which every process
+    started afterwards would inherit, nor a level left behind for the rest of this process."""
+    from transformers.utils import logging as transformers_logging
+
+    before = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(before)

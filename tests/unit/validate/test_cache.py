@@ -1,8 +1,9 @@
 """The validation cache cannot go stale: its key holds the code that judged, not the package version.
 
 The end-to-end case is a `git pull` made real: a copy of the checkout validates tiny-cpu (LLaMA-Factory's
-parser runs, the verdict is cached), validates it again (the cached verdict, said so), then its validation
-code changes to refuse a key tiny-cpu uses, and the same recipe must now be refused. With the key of
+parser runs, the verdict is cached), validates it again (the cached verdict, said so), then a pull changes only
+arches.py, outside validate/ but imported by the checks (judged again), then its validation code changes to
+refuse a key tiny-cpu uses, and the same recipe must now be refused. With the key of
 before (the inputs, the stack versions and `rocmft=0.1.0`) the third run passed on the stale verdict.
 """
 
@@ -37,6 +38,17 @@ def test_the_digest_follows_the_code_that_judges(tmp_path):
     assert validate.code_digest(package, arches) == before
     (package / "validate" / "new_check.py").write_text("")  # a module added by a pull counts too
     assert validate.code_digest(package, arches) != before
+    (package / "validate" / "new_check.py").unlink()
+    assert validate.code_digest(package, arches) == before
+    # Validation imports modules outside validate/ (inputs: stages, data/formats; model: hubcache; the stack
+    # check: arches, problems): a change to any of them is a change to what judged.
+    for imported in ("stages.py", "data/formats.py", "hubcache.py", "arches.py", "problems.py"):
+        module = package / imported
+        original = module.read_text()
+        module.write_text(original + "\n# a pulled change\n")
+        assert validate.code_digest(package, arches) != before, imported
+        module.write_text(original)
+    assert validate.code_digest(package, arches) == before
     table = tmp_path / "arches.yaml"
     table.write_text(arches.read_text().replace("bf16", "bf16 ", 1))  # the arch table the checks read
     assert validate.code_digest(ROOT / "src" / "rocmft", table) != before
@@ -114,6 +126,15 @@ def test_a_pull_that_changes_validation_revalidates(tmp_path):
     again = render("again")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "in this venv (cached: same files, stack and code)" in again.stdout
+
+    # A pull that changes only a module outside validate/ that the stack check imports (the arch table's code):
+    # judged again, once.
+    table_code = checkout / "src" / "rocmft" / "arches.py"
+    table_code.write_text(table_code.read_text() + "\n# a pulled change outside validate/\n")
+    outside = render("outside")
+    assert outside.returncode == 0, outside.stdout + outside.stderr
+    assert "validated  yes: LLaMA-Factory parser, in this venv\n" in outside.stdout  # judged, not cached
+    assert len(list((tmp_path / "cache").iterdir())) == 2
 
     checker = checkout / "src" / "rocmft" / "validate" / "llamafactory.py"
     checker.write_text(checker.read_text() + PULLED_CHANGE)
