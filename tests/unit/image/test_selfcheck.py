@@ -109,7 +109,7 @@ def real_cpu(**changes) -> dict:
 
     return {**dict(arch="cpu", torch_from="wheels", torch_version=md.version("torch").split("+")[0],
                    llamafactory=md.version("llamafactory"), deepspeed=md.version("deepspeed"), flash_attn="none",
-                   flash_attn_mode="auto", flash_attn_version="", bitsandbytes=""), **changes}
+                   flash_attn_mode="auto", flash_attn_version="", bitsandbytes=md.version("bitsandbytes")), **changes}
 
 
 def test_real_cpu_stack_passes_with_every_import():
@@ -123,11 +123,12 @@ def test_real_cpu_stack_passes_with_every_import():
 
 def test_real_cpu_stack_against_other_expected_versions_fails():
     found = by_name(selfcheck.run_checks(**real_cpu(torch_version="2.12.0", deepspeed="0.18.0", llamafactory="0.9.4",
-                                                   bitsandbytes="0.50.2")))
+                                                   bitsandbytes="0.49.0")))
     assert not found["torch"].ok and "expected 2.12.0" in found["torch"].detail
     assert not found["deepspeed imports"].ok and "expected 0.18.0" in found["deepspeed imports"].detail
     assert not found["llamafactory imports"].ok and "expected 0.9.4" in found["llamafactory imports"].detail
-    assert not found["bitsandbytes"].ok and "missing" in found["bitsandbytes"].detail  # not in the CPU venv
+    # the CPU venv holds the lock's bitsandbytes (requirements/no-deps.txt), not the one asked for
+    assert not found["bitsandbytes"].ok and "bitsandbytes 0.50.2" in found["bitsandbytes"].detail
 
 
 def test_real_cpu_stack_a_package_that_cannot_import_is_reported(monkeypatch):
@@ -155,7 +156,8 @@ def test_main_writes_and_shows_the_report_real_cpu_stack(tmp_path, capsys):
     out = tmp_path / "selfcheck.json"
     argv = ["--arch", "cpu", "--torch-from", "wheels", "--torch", expected["torch_version"], "--llamafactory",
             expected["llamafactory"], "--deepspeed", expected["deepspeed"], "--flash-attn", "none",
-            "--python", "{}.{}".format(*sys.version_info[:2]), "--write", str(out)]
+            "--python", "{}.{}".format(*sys.version_info[:2]), "--bitsandbytes", expected["bitsandbytes"],
+            "--write", str(out)]
     assert selfcheck.main(argv) == 0
     data = json.loads(out.read_text())
     assert data["passed"] and data["arch"] == "cpu"
