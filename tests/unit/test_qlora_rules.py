@@ -100,3 +100,21 @@ def test_export_of_a_qlora_run_merges_into_the_unquantised_base():
     config = export.export_config(train, "runs/q")
     assert not {k for k in config if k.startswith("quantization")}
     assert config["model_name_or_path"] == "models/tiny-llama" and config["adapter_name_or_path"] == "runs/q/output"
+
+
+def test_validation_of_a_rendered_zero3_recipe_reports_8bit_once_in_llamafactorys_words():
+    """The whole stack check (LLaMA-Factory's parser + DeepSpeed's config model + these rules) on a real render:
+    LLaMA-Factory's parser accepts 8 bits under ZeRO-3 and would fail at model load; rocmft says so up front."""
+    from rocmft import validate
+
+    if importlib.util.find_spec("llamafactory") is None:
+        pytest.skip("LLaMA-Factory is not installed in this venv (make setup)")
+    out = render.render(recipes.load("llama3-8b-z3", ["quantization_bit=8"]), "runs/x")
+    found = validate.check_stack(out.args, out.ds_config, "gfx942", 8, "train.yaml", "ds.json")
+    errors = [p.line() for p in found if p.severity == "error"]
+    assert errors == [f'error: train.yaml: quantization_bit: LLaMA-Factory refuses it when the model loads: '
+                      f'"{quantization.LF_ZERO3_4BIT}" (quantization_bit=4 (bitsandbytes NF4 shards under ZeRO-3), '
+                      'or deepspeed=none)'], errors
+    four = render.render(recipes.load("llama3-8b-z3", ["quantization_bit=4"]), "runs/x")
+    assert not [p for p in validate.check_stack(four.args, four.ds_config, "gfx942", 8, "train.yaml", "ds.json")
+                if p.severity == "error"]
