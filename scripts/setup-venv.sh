@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CPU training venv (make demo, make test, RUNTIME=local): the light host, then the CPU build of torch,
-# LLaMA-Factory, DeepSpeed and the test tools, every version from requirements/lock.txt.
+# LLaMA-Factory, DeepSpeed, bitsandbytes and the test tools, every version from requirements/lock.txt.
 #
 # Where the CPU torch comes from, first match:
 #   TORCH_INDEX_URL   a PyTorch-style wheel index (or a folder of wheels) you name
@@ -53,6 +53,9 @@ echo "==> CPU training stack in $VENV: torch $torch (CPU, from $where), LLaMA-Fa
 uv_install --no-deps "${src[@]}" "torch==$torch" 2>/dev/null \
   || die "no CPU torch $torch wheel for $pytag at $where: set TORCH_INDEX_URL to a PyTorch CPU wheel index or a folder holding torch-$torch+cpu-$pytag-*.whl"
 uv_install "torch==$torch" setuptools wheel -r requirements/train.txt -r requirements/dev.txt
+# bitsandbytes (QLoRA) and the like: their own requirements are met above; resolving them again could swap the
+# CPU torch for PyPI's CUDA build (requirements/no-deps.txt).
+uv_install --no-deps -r requirements/no-deps.txt
 # DeepSpeed is an sdist: build isolation would fetch a CUDA torch to build it against. Its CPU ops
 # (shm comm, cpu_adam) are JIT-compiled on first use into TORCH_EXTENSIONS_DIR (.cache/), not here,
 # so `make demo` never waits for a compiler.
@@ -78,12 +81,14 @@ import importlib.metadata as md
 import sys
 import deepspeed, llamafactory, llamafactory.data.mm_plugin, llamafactory.hparams, torch  # noqa: F401
 import deepspeed.runtime.config, llamafactory.train.tuner  # noqa: F401
+import bitsandbytes  # noqa: F401  (imports torch's inductor: ~7 s of CPU, compiled here once)
 where, cpu_index = sys.argv[1:]
 gpu = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].lower().startswith("nvidia"))
 if torch.version.cuda or torch.version.hip or gpu:
     sys.exit(f"error: torch {torch.__version__} from {where} is not the CPU build (nvidia packages: {', '.join(gpu) or 'none'}): "
              f"point TORCH_INDEX_URL at a CPU wheel index ({cpu_index}) and remove .venv")
-print(f"    torch {torch.__version__}, llamafactory {llamafactory.__version__}, deepspeed {deepspeed.__version__}")
+print(f"    torch {torch.__version__}, llamafactory {llamafactory.__version__}, deepspeed {deepspeed.__version__}, "
+      f"bitsandbytes {bitsandbytes.__version__}")
 PY
 grep '^    torch ' "$check_log"
 rm -f "$VENV"/.rocmft-setup-*

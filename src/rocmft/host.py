@@ -20,11 +20,14 @@ import re
 import shutil
 import socket
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 KFD_TOPOLOGY = "/sys/class/kfd/kfd/topology/nodes"
+PCI_DEVICES = "/sys/bus/pci/devices"  # amdgpu's mem_info_vram_total / mem_info_vis_vram_total per GPU
+# KFD io_link type of an xGMI (Infinity Fabric) link (kfd_crat.h CRAT_IOLINK_TYPE_XGMI); PCIe is 2.
+IOLINK_XGMI = 11
 DRI = "/dev/dri"
 KFD = "/dev/kfd"
 # Device selection variables are stripped when asking rocminfo: it must list every GPU of the host.
@@ -40,6 +43,13 @@ class GPU:
     pci: str = ""  # 0000:0c:00.0
     device_id: int | None = None  # PCI device id (KFD's device_id): which product of the arch (docker/arches.yaml)
     compute_units: int | None = None  # as KFD counts them (simd_count / simd_per_cu); fewer in a compute partition
+    node: int | None = None  # the KFD topology node: what its links name
+    # KFD nodes this GPU reaches peer-to-peer: its p2p_links (PCIe peers KFD found accessible: Linux 6.0+, kernel
+    # built with HSA_AMD_P2P, large BAR) and its xGMI io_links. None: the kernel lists no p2p_links (cannot tell).
+    peers: tuple[int, ...] | None = None
+    xgmi_peers: tuple[int, ...] = ()
+    vram_bytes: int | None = None  # amdgpu's mem_info_vram_total
+    visible_vram_bytes: int | None = None  # mem_info_vis_vram_total: the VRAM the PCIe BAR exposes
 
 
 @dataclass(frozen=True)
@@ -135,9 +145,30 @@ def _number(props: Mapping[str, str], key: str) -> int | None:
     return value if value > 0 else None
 
 
-def gpus_from_sysfs(topology: str | Path | None = None, dri: str = DRI) -> list[GPU]:
+def _links(folder: Path) -> list[dict[str, str]] | None:
+    """The properties of each link under a node's io_links/ or p2p_links/; None when the folder is absent."""
+    if not folder.is_dir():
+        return None
+    found = []
+    for link in sorted(folder.iterdir(), key=lambda p: p.name):
+        try:
+            found.append(parse_properties((link / "properties").read_text()))
+        except OSError:
+            continue
+    return found
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def gpus_from_sysfs(topology: str | Path | None = None, dri: str = DRI, pci_devices: str | Path | None = None) -> list[GPU]:
     """The KFD topology: nodes with SIMDs are GPUs, in node order (ROCr's order)."""
     base = Path(topology or KFD_TOPOLOGY)
+    pci_base = Path(pci_devices or PCI_DEVICES)
     if not base.is_dir():
         return []
     nodes = sorted((p for p in base.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
@@ -152,9 +183,19 @@ def gpus_from_sysfs(topology: str | Path | None = None, dri: str = DRI) -> list[
         minor = props.get("drm_render_minor")
         render = f"{dri}/renderD{minor}" if minor and minor.isdigit() and int(minor) > 0 else None
         simds, per_cu = _number(props, "simd_count"), _number(props, "simd_per_cu")
+        io_links = _links(node / "io_links") or []
+        p2p = _links(node / "p2p_links")
+        xgmi = tuple(int(link["node_to"]) for link in io_links
+                     if link.get("type") == str(IOLINK_XGMI) and link.get("node_to", "").isdigit())
+        peers = None if p2p is None else tuple(sorted({*xgmi, *(int(link["node_to"]) for link in p2p
+                                                              if link.get("node_to", "").isdigit())}))
+        pci = _pci(props)
         found.append(GPU(index=len(found), gfx=gfx_from_target_version(props.get("gfx_target_version", "0")),
-                         render_node=render, pci=_pci(props), device_id=_number(props, "device_id"),
-                         compute_units=simds // per_cu if simds and per_cu else None))
+                         render_node=render, pci=pci, device_id=_number(props, "device_id"),
+                         compute_units=simds // per_cu if simds and per_cu else None, node=int(node.name),
+                         peers=peers, xgmi_peers=xgmi,
+                         vram_bytes=_read_int(pci_base / pci / "mem_info_vram_total") if pci else None,
+                         visible_vram_bytes=_read_int(pci_base / pci / "mem_info_vis_vram_total") if pci else None))
     return found
 
 
@@ -203,9 +244,7 @@ def merge_gpus(sysfs: list[GPU], named: list[GPU]) -> list[GPU]:
         return list(named)
     if len(named) != len(sysfs):
         return list(sysfs)
-    return [GPU(index=s.index, gfx=s.gfx or n.gfx, name=n.name, render_node=s.render_node, pci=s.pci,
-                device_id=s.device_id, compute_units=s.compute_units)
-            for s, n in zip(sysfs, named, strict=True)]
+    return [replace(s, gfx=s.gfx or n.gfx, name=n.name) for s, n in zip(sysfs, named, strict=True)]
 
 
 # ---------------------------------------------------------------- gathering (reads this machine)

@@ -17,9 +17,10 @@ from tests.install.conftest import fresh_copy, stock_env
 pytestmark = pytest.mark.install
 
 CHECK_CPU_STACK = """
-import importlib.metadata as md, torch, llamafactory, deepspeed
+import importlib.metadata as md, torch, llamafactory, deepspeed, bitsandbytes
 gpu = [d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].lower().startswith("nvidia")]
 print("cuda", torch.version.cuda, "hip", torch.version.hip, "nvidia", gpu, "torch", torch.__version__)
+print("bitsandbytes", bitsandbytes.__version__)
 """
 
 
@@ -36,6 +37,7 @@ def test_make_setup_takes_the_cpu_torch_from_the_torch_index_never_cuda(tmp_path
     probe = subprocess.run([str(clone / ".venv/bin/python"), "-c", CHECK_CPU_STACK], capture_output=True, text=True)
     assert probe.returncode == 0, probe.stderr[-2000:]
     assert "cuda None hip None nvidia [] torch 2.13.0+cpu" in probe.stdout, probe.stdout
+    assert "bitsandbytes 0.50.2" in probe.stdout, probe.stdout  # --no-deps beside the CPU torch (QLoRA on CPU)
     # What every rocmft process imports is compiled once, at setup, even where PYTHONDONTWRITEBYTECODE=1
     site = next((clone / ".venv" / "lib").glob("python3*/site-packages"))
     for module in ("llamafactory/hparams/parser", "llamafactory/train/tuner", "deepspeed/runtime/config", "torch/__init__"):

@@ -242,3 +242,77 @@ def test_doctor_points_at_the_numerics_canary():
     for facts in (node(), NO_GPU):
         text = "\n".join(doctor.render(doctor.check(facts, DOCKER_OK, A)))
         assert "make canary RECIPE=" in text and "make train CANARY=1" in text
+
+
+# ---- peer-to-peer between cards, from a fake KFD topology and amdgpu's VRAM/BAR sizes
+
+def write_link(base: Path, node: int, kind: str, n: int, **props):
+    link = base / str(node) / kind / str(n)
+    link.mkdir(parents=True)
+    (link / "properties").write_text("".join(f"{k} {v}\n" for k, v in props.items()))
+
+
+def radeon_pair(tmp_path, *, p2p: bool, listed: bool = True, visible=24 * GiB, arch_version=110000):
+    """Two RX 7900 XTX (KFD nodes 1 and 2) on PCIe, as amdgpu and KFD show them."""
+    topo, pci = tmp_path / "nodes", tmp_path / "pci"
+    write_node(topo, 0, cpu_cores_count=16, simd_count=0, gfx_target_version=0)
+    for i, node_id in enumerate((1, 2)):
+        write_node(topo, node_id, simd_count=192, simd_per_cu=2, gfx_target_version=arch_version, device_id=0x744C,
+                   drm_render_minor=128 + i, location_id=(0x03 + i) << 8, domain=0)
+        other = 2 if node_id == 1 else 1
+        write_link(topo, node_id, "io_links", 0, type=2, node_from=node_id, node_to=0, weight=20)  # PCIe to the CPU
+        if listed:
+            (topo / str(node_id) / "p2p_links").mkdir()
+            if p2p:
+                write_link(topo, node_id, "p2p_links", 0, type=2, node_from=node_id, node_to=other, weight=40)
+        dev = pci / f"0000:{0x03 + i:02x}:00.0"
+        dev.mkdir(parents=True)
+        (dev / "mem_info_vram_total").write_text(f"{24 * GiB}\n")
+        (dev / "mem_info_vis_vram_total").write_text(f"{visible}\n")
+    return tuple(host.gpus_from_sysfs(topo, pci_devices=pci))
+
+
+def p2p_findings(gpus):
+    return [f for f in doctor.check(node(gpus=gpus, tools={}), DOCKER_OK, A).findings if f.what.startswith("GPU ")]
+
+
+def test_two_radeons_that_reach_each_other(tmp_path):
+    gpus = radeon_pair(tmp_path, p2p=True)
+    assert [(g.node, g.peers, g.vram_bytes, g.visible_vram_bytes) for g in gpus] == [
+        (1, (2,), 24 * GiB, 24 * GiB), (2, (1,), 24 * GiB, 24 * GiB)]
+    [found] = p2p_findings(gpus)
+    assert found.level == "ok" and "GPU 0, GPU 1 (gfx1100) reach each other peer-to-peer over PCIe" in found.what
+    assert "HSA_FORCE_FINE_GRAIN_PCIE=1" in found.what  # RCCL needs it to use the path
+
+
+def test_two_radeons_behind_a_small_bar_cannot_and_doctor_says_what_to_do(tmp_path):
+    gpus = radeon_pair(tmp_path, p2p=False, visible=256 * 1024 ** 2)
+    [found] = p2p_findings(gpus)
+    assert found.level == "warn"
+    assert found.what.startswith("GPU 0 <-> GPU 1 (gfx1100): no peer-to-peer link (KFD's p2p_links list none)")
+    assert "GPU 0 exposes 0.2 GiB of its 24.0 GiB VRAM on the PCIe bus: enable Resizable BAR" in found.what
+    assert 'SET="env.NCCL_P2P_DISABLE=1"' in found.fix and "LlamaFactory#6271" in found.fix
+    # large BAR but still no link: the kernel's other reasons, the same fallback
+    [other] = p2p_findings(radeon_pair(tmp_path / "b", p2p=False))
+    assert other.level == "warn" and "HSA_AMD_P2P" in other.what and "NCCL_P2P_DISABLE=1" in other.fix
+
+
+def test_a_kernel_that_lists_no_p2p_links_cannot_tell(tmp_path):
+    gpus = radeon_pair(tmp_path, p2p=False, listed=False)
+    assert all(g.peers is None for g in gpus)
+    [found] = p2p_findings(gpus)
+    assert found.level == "info" and "cannot be told" in found.what and "NCCL_P2P_DISABLE=1" in found.fix
+
+
+def test_mi300x_pair_on_xgmi_and_a_single_card_has_no_p2p_line(tmp_path):
+    topo = tmp_path / "nodes"
+    write_node(topo, 0, cpu_cores_count=96, simd_count=0, gfx_target_version=0)
+    for n in (1, 2):
+        write_node(topo, n, simd_count=1216, simd_per_cu=4, gfx_target_version=90402, device_id=0x74A1,
+                   drm_render_minor=127 + n)
+        write_link(topo, n, "io_links", 0, type=11, node_from=n, node_to=3 - n, weight=15)  # xGMI
+        (topo / str(n) / "p2p_links").mkdir()  # KFD lists no PCIe p2p link within an xGMI hive
+    gpus = tuple(host.gpus_from_sysfs(topo, pci_devices=tmp_path / "no-pci"))
+    [found] = p2p_findings(gpus)
+    assert found.level == "ok" and "over xGMI" in found.what
+    assert p2p_findings(gpus[:1]) == []

@@ -49,6 +49,13 @@ def run(args) -> int:
     raise_if_errors(run_trust.remote_code_allowed(run_path, train, os.environ))
     for note in run_trust.foreign_notes(run_dir, "RUN"):
         print(note.line(), file=sys.stderr)
+    if train.get("quantization_bit"):
+        # LLaMA-Factory refuses to merge into a quantised model ("Cannot merge adapters to a quantized model."):
+        # the adapter goes into the base as published, in the training dtype; export_config carries no
+        # quantization_bit. Its answers match the 4-bit base's up to the 4-bit rounding the adapter trained on.
+        print(f"[rocmft] {run_path} trained on a {train['quantization_bit']}-bit base: its adapter is merged into "
+              f"the unquantised base {train['model_name_or_path']} (LLaMA-Factory merges no adapter into a "
+              "quantised model)", flush=True)
     config = run_dir / "export.yaml"
     config.write_text(yaml.safe_dump(export_config(train, run_path), sort_keys=False))
     cli = Path(sys.executable).with_name("llamafactory-cli")

@@ -13,10 +13,10 @@ The model (sources next to each constant):
   gradients and Adam states in bf16 (2+2+4: its "8x GB" row).
 - ZeRO partitioning (same paper, fig. 1): stage 1 splits optimizer states (+ fp32 master), stage 2 also
   gradients, stage 3 also weights, over every GPU of every node. zero3-offload keeps all of them in host RAM.
-- 4-bit weights: NF4 with blocksize 64 and fp32 absmax = 0.5 extra bits/param, 0.127 with double quantization
-  (Dettmers et al. 2023, "QLoRA", sec. 3); 8-bit LLM.int8 weights keep a per-row scale (Dettmers et al. 2022).
-  Embeddings, lm_head and norms stay in the compute dtype (bitsandbytes quantizes nn.Linear layers only and
-  transformers skips lm_head).
+- Quantised base weights (`quantization_bit`): quant.py, tensor by tensor - NF4 codes, their block scales
+  (blocksize 64; double quantisation: 8-bit absmax per block + an fp32 one per 256 blocks, the QLoRA paper's
+  0.127 bits per weight), LLM.int8 rows; embeddings, lm_head, norms and biases in the compute dtype; and the
+  largest quantised layer dequantised to the compute dtype during forward and backward.
 - Activations and logits: activations.py (per layer, LoRA adapter inputs on a GPU or a CPU, logits).
 - Optimizer step: torch's foreach AdamW (torch/optim/adamw.py _multi_tensor_adamw) allocates one fp32
   temporary per parameter (sqrt of the variance). DeepSpeed's bf16 ZeRO-1/2 optimizers convert the whole
@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import activations as act
+from . import quant
 from .workload import Workload
 
 GIB = act.GIB
@@ -52,15 +53,11 @@ RESERVE_RCCL_GIB = 0.5
 FRAGMENTATION = 0.05
 OVERLAP_BUCKETS = 4.5  # ZeRO-1/2 buffers with overlap_comm, per bucket element (see estimate)
 
-# Quantization constants per weight, in bits: NF4 blocksize-64 fp32 absmax (0.5) or double-quantized (0.127),
-# QLoRA paper sec. 3. Other bit widths (HQQ/EETQ/GPTQ groups of 64 with 16-bit scale and zero): ~0.5.
-QUANT_CONST_BITS = {(4, True): 0.127, (4, False): 0.5, (8, True): 0.0, (8, False): 0.0}
-DEFAULT_QUANT_CONST_BITS = 0.5
 
 
 @dataclass(frozen=True)
 class Component:
-    key: str  # stable id: weights, trainable, gradients, optimizer, master, buffers, autocast, activations, logits, step, reserve
+    key: str  # stable id: weights, trainable, gradients, optimizer, master, buffers, autocast, dequant, activations, logits, step, reserve
     label: str
     gib: float
     phase: str  # "persistent" | "fwd_bwd" (forward/backward) | "step" (optimizer step) | "reserve"
@@ -194,13 +191,32 @@ def regime(w: Workload) -> Regime:
     return r
 
 
-def frozen_bytes(w: Workload) -> tuple[float, float]:
-    """(bytes per frozen linear weight, bytes per other frozen parameter)."""
-    compute = 2.0 if w.precision in ("bf16", "fp16") else 4.0
-    if w.quant_bits is None:
-        return compute, compute
-    const = QUANT_CONST_BITS.get((w.quant_bits, w.double_quant), DEFAULT_QUANT_CONST_BITS)
-    return (w.quant_bits + const) / 8.0, compute
+def compute_bytes(w: Workload) -> float:
+    return 2.0 if w.precision in ("bf16", "fp16") else 4.0
+
+
+def quantised(w: Workload) -> bool:
+    return bool(w.quant_bits) and w.method == "lora"
+
+
+def frozen_weight_bytes(w: Workload, counts: ParamCounts) -> tuple[float, float]:
+    """(bytes of the frozen decoder linears, bytes of the other frozen parameters). Quantised: each linear weight
+    as quant.py stores it, its bias in the compute dtype."""
+    compute = compute_bytes(w)
+    if not quantised(w) or not counts.frozen_linear:
+        return counts.frozen_linear * compute, counts.frozen_other * compute
+    m = w.model
+    shapes = list(m.linear_shapes().values())
+    weights = m.num_hidden_layers * sum(a * b for a, b in shapes)
+    packed = m.num_hidden_layers * quant.quantised_bytes(shapes, w.quant_bits or 4, w.double_quant)
+    return packed + (counts.frozen_linear - weights) * compute, counts.frozen_other * compute
+
+
+def dequant_buffer_bytes(w: Workload) -> float:
+    """The largest quantised weight dequantised to the compute dtype (alive during its matmul, forward and backward)."""
+    if not quantised(w):
+        return 0.0
+    return max(a * b for a, b in w.model.linear_shapes().values()) * compute_bytes(w)
 
 
 # ---------------------------------------------------------------- the plan
@@ -236,7 +252,7 @@ def estimate(w: Workload) -> MemoryPlan:
     W = w.world_size
     stage = w.zero_stage
     offload = w.offload
-    lin_b, other_b = frozen_bytes(w)
+    frozen_lin, frozen_oth = frozen_weight_bytes(w, counts)
     part3 = W if stage == 3 else 1  # weights
     part2 = W if stage is not None and stage >= 2 else 1  # gradients
     part1 = W if stage is not None and stage >= 1 else 1  # optimizer states, master weights, step temporaries
@@ -260,16 +276,18 @@ def estimate(w: Workload) -> MemoryPlan:
     if offload and not w.offload_params:
         # the 16-bit weights stay on the GPUs, sharded (ZeRO-3): frozen and trainable alike
         comps.append(Component("weights", f"16-bit weights ({_fmt_params(m.total_params)} params{shard(part3)})",
-                               (counts.frozen_linear * lin_b + counts.frozen_other * other_b
-                                + counts.trainable * 2) / part3 / GIB, "persistent"))
+                               (frozen_lin + frozen_oth + counts.trainable * 2) / part3 / GIB, "persistent"))
     elif not offload:
         if frozen_n:
             dtype = w.precision
-            if w.quant_bits:
-                dtype = f"{w.quant_bits}-bit linears ({lin_b:.3f} B/param), embeddings {w.precision}"
+            if quantised(w):
+                kind = ("NF4 + double-quantised scales" if w.double_quant else "NF4 + fp32 scales") if w.quant_bits == 4 \
+                    else "LLM.int8 + row scales" if w.quant_bits == 8 else f"{w.quant_bits}-bit"
+                dtype = (f"{_fmt_params(counts.frozen_linear)} linear {kind} {frozen_lin / GIB:.2f} GiB"
+                         f" ({8 * frozen_lin / counts.frozen_linear:.3f} bits each), embeddings/lm_head/norms "
+                         f"{w.precision} {frozen_oth / GIB:.2f} GiB")
             comps.append(Component("weights", f"frozen weights ({_fmt_params(frozen_n)} params, {dtype}{shard(part3)})",
-                                   (counts.frozen_linear * lin_b + counts.frozen_other * other_b) / part3 / GIB,
-                                   "persistent"))
+                                   (frozen_lin + frozen_oth) / part3 / GIB, "persistent"))
         wbytes = "fp32" if r.weight == 4 else "16-bit"
         comps.append(Component("trainable", f"trainable weights ({_fmt_params(counts.trainable)}: {what}; {wbytes}{shard(part3)})",
                                counts.trainable * r.weight / part3 / GIB, "persistent"))
@@ -313,6 +331,11 @@ def estimate(w: Workload) -> MemoryPlan:
     if r.autocast:
         comps.append(Component("autocast", "autocast bf16 copies of the fp32 trainable weights",
                                counts.trainable * r.autocast / GIB, "fwd_bwd"))
+    if quantised(w):
+        biggest = max(w.model.linear_shapes().items(), key=lambda kv: kv[1][0] * kv[1][1])
+        comps.append(Component("dequant", f"the largest quantised layer dequantised to {w.precision} ({biggest[0]}, "
+                               f"{biggest[1][0]:,} x {biggest[1][1]:,}) for its matmul", dequant_buffer_bytes(w) / GIB,
+                               "fwd_bwd"))
     gc = "gradient checkpointing" if w.gradient_checkpointing else "no gradient checkpointing"
     attn = "fused attention" if act.fused_attention(w) else "eager attention: seq^2 scores"
     extra = ", Liger norms/SwiGLU" if act.liger_applies(w) else ""
@@ -359,7 +382,7 @@ def estimate(w: Workload) -> MemoryPlan:
     host = 0.0
     if offload:
         # fp32 master + Adam + fp32 gradient partitions; with offload_param the 16-bit weights too
-        per_rank = ((counts.frozen_linear * lin_b + counts.frozen_other * other_b if w.offload_params else 0)
+        per_rank = ((frozen_lin + frozen_oth if w.offload_params else 0)
                     + counts.trainable * ((r.weight if w.offload_params else 0) + r.master + r.optim + 4)) / W
         host = per_rank * w.gpus_per_node / GIB
     return MemoryPlan(

@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .. import arches
+from .. import arches, quantization
 from . import memory, throughput
 from .activations import LIGER_MODEL_TYPES
 from .workload import Workload
@@ -122,8 +122,9 @@ def _moves(w: Workload) -> list[Move]:
         out.append(Move("cutoff", 4, lambda x: replace(x, cutoff_len=x.cutoff_len // 2)))
     if w.method == "full":
         out.append(Move("method", 4, lambda x: replace(x, method="lora", lora_rank=16, lora_dropout=0.0)))
-    if w.method == "lora" and not w.quant_bits and (arch is None or arch.bitsandbytes):
-        out.append(Move("quant", 4, lambda x: replace(x, quant_bits=4)))
+    # QLoRA where the arch's image can run it (bitsandbytes there, and on CDNA one with the warp-64 fix)
+    if w.method == "lora" and not w.quant_bits and (arch is None or (arch.bitsandbytes and not quantization.image_refusal(arch))):
+        out.append(Move("quant", 4, lambda x: replace(x, quant_bits=4, double_quant=True)))
     return out
 
 
@@ -138,7 +139,10 @@ def _useless(w: Workload, new: Workload) -> bool:
         return True  # ZeRO shards over one GPU: nothing to split
     if new.packing == "neat_packing" and new.attention == "fa2" and new.micro_batch > 1:
         return True  # LLaMA-Factory's collator asserts micro-batch 1 for neat packing with flash-attn
-    return new.quant_bits is not None and new.method != "lora"
+    if new.quant_bits is not None:  # what LLaMA-Factory refuses (rocmft.quantization), in any combination
+        lf = {"quantization_bit": new.quant_bits, "finetuning_type": new.method}
+        return bool(quantization.lf_refusals(lf, zero3=new.zero_stage == 3))
+    return False
 
 
 # ---------------------------------------------------------------- describing a combination
@@ -206,9 +210,11 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
         sets += ["finetuning_type=lora", f"lora_rank={new.lora_rank}", "lora_target=all", "lora_dropout=0"]
         costs.append("trains adapters, not every weight")
     if new.quant_bits != w.quant_bits:
-        text.append("QLoRA: 4-bit base weights")
-        sets.append("quantization_bit=4")
-        costs.append("4-bit base weights")
+        text.append("QLoRA: NF4 base weights (double-quantised scales)")
+        sets += ["quantization_bit=4", "quantization_type=nf4", "double_quantization=true"]
+        _, factor = throughput.quant_factor(new, throughput.flops_per_token(new)[0] + throughput.recompute_flops(new))
+        costs.append(f"dequantisation ~{(1 / factor - 1) * 100:.0f}% of the step; the base is rounded to 4 bits "
+                     "(export merges the adapter into the unquantised base)")
     return text, sets, costs
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import batching
+from . import batching, quant
 from .dataset import DatasetSize
 from .memory import lora_params, param_counts
 from .workload import Workload
@@ -60,9 +60,8 @@ OFFLOAD_FACTOR = 0.5
 # round trip over PCIe come once per optimizer step, spread over its accumulated micro-batches. A planning
 # assumption until measured (ZeRO-Offload's own 1-GPU runs kept most of the GPU's throughput, sec. 6).
 OFFLOAD_OPTIMIZER_FACTOR = 0.8
-# bitsandbytes dequantizes each weight before its matmul: QLoRA steps are slower than LoRA ones at the same
-# FLOPs (4-bit: the QLoRA paper's sec. 5 trades speed for memory; LLM.int8 matmuls are slower still).
-QUANT_FACTORS = {4: 0.7, 8: 0.5}
+# Quantised base weights: 4 bits costs the dequantisation traffic (quant.py, by the micro-batch's tokens and the
+# arch's FLOPs per byte); LLM.int8 and the other widths a flat factor (quant.INT8_FACTOR).
 # Micro-batches under this many tokens leave the matrix cores under-filled.
 SMALL_MICRO_BATCH_TOKENS = 2048
 SMALL_MICRO_BATCH_FACTOR = 0.85
@@ -234,6 +233,18 @@ def zero3_factor(w: Workload, flops: float | None = None) -> float:
     return compute / (compute + comm - hidden)
 
 
+def quant_factor(w: Workload, flops: float) -> tuple[str, float]:
+    """Compute time over compute + dequantisation for one micro-batch of a quantised base."""
+    if w.quant_bits != 4:
+        return f"{w.quant_bits}-bit weights (LLM.int8 / other kernels)", quant.INT8_FACTOR
+    passes = 2 + (1 if w.gradient_checkpointing else 0) + w.extra_forwards  # forward, input grad, recompute, no-grad
+    weights = w.model.num_hidden_layers * w.model.layer_linear_params
+    per_weight = flops / weights  # the step's FLOPs per token per quantised weight
+    over = quant.dequant_overhead(w.arch_family, sum(w.mfu) / 2, computed_tokens(w), per_weight, passes)
+    return (f"4-bit dequantisation: {passes} per weight per micro-batch of {computed_tokens(w):.0f} tokens",
+            1 / (1 + over))
+
+
 def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
     factors = []
     model, extra = flops_per_token(w)[0], recompute_flops(w)
@@ -257,7 +268,7 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
     elif w.offload:
         factors.append(("CPU offload of the optimizer (CPU Adam, once per step)", OFFLOAD_OPTIMIZER_FACTOR))
     if w.quant_bits:
-        factors.append((f"{w.quant_bits}-bit weight dequantization", QUANT_FACTORS.get(w.quant_bits, 0.6)))
+        factors.append(quant_factor(w, model + extra))
     if computed_tokens(w) < SMALL_MICRO_BATCH_TOKENS:
         factors.append((f"micro-batch under {SMALL_MICRO_BATCH_TOKENS} tokens", SMALL_MICRO_BATCH_FACTOR))
     return tuple(factors)

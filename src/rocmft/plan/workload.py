@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import arches, ds_presets, paths, precision
+from .. import arches, ds_presets, paths, precision, quantization
 from ..problems import Problem, ProblemReport, did_you_mean
 from ..recipes import Recipe
 from . import models, product
@@ -274,9 +274,10 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     if quant is not None and (isinstance(quant, bool) or not isinstance(quant, int) or quant not in (2, 3, 4, 5, 6, 8)):
         problems.append(Problem(file, "llamafactory.quantization_bit", f"must be 2, 3, 4, 5, 6 or 8, got {quant!r}"))
         quant = None
-    if quant is not None and method not in ("lora",):
-        problems.append(Problem(file, "llamafactory.quantization_bit", "quantized models train with LoRA only",
-                                "LLaMA-Factory refuses quantization with full or freeze fine-tuning"))
+    preset, ds_source = _ds_source(recipe)
+    if quant is not None:  # LLaMA-Factory's quantization rules, in its words (rocmft.quantization)
+        for refusal in quantization.lf_refusals(lf, zero3=preset.startswith("zero3")):
+            problems.append(Problem(file, f"llamafactory.{refusal.key}", f'LLaMA-Factory refuses it: "{refusal.message}"'))
     stage = str(lf.get("stage", "sft"))
     if stage not in ("sft", "pt", "dpo", "kto"):
         problems.append(Problem(file, "llamafactory.stage", f"stage `{stage}` is planned as sft",
@@ -311,7 +312,6 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     if method == "freeze" and (isinstance(freeze_layers, bool) or not isinstance(freeze_layers, int) or freeze_layers == 0):
         problems.append(Problem(file, "llamafactory.freeze_trainable_layers", f"must be a non-zero whole number, got {freeze_layers!r}"))
         freeze_layers = 2
-    preset, ds_source = _ds_source(recipe)
     ds = _ds_settings(ds_source)
     flash = str(lf.get("flash_attn", arch.attention))
     # LLaMA-Factory packs only supervised and pretraining rows; pairs and KTO rows are always padded

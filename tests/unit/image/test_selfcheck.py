@@ -132,11 +132,12 @@ def test_real_cpu_stack_passes_with_every_import():
 
 def test_real_cpu_stack_against_other_expected_versions_fails():
     found = by_name(selfcheck.run_checks(**real_cpu(torch_version="2.12.0", deepspeed="0.18.0", llamafactory="0.9.4",
-                                                   packages={"bitsandbytes": "0.50.2"})))
+                                                   packages={**arches.table()["cpu"].image_packages,
+                                                             "bitsandbytes": "0.49.0"})))
     assert not found["torch"].ok and "expected 2.12.0" in found["torch"].detail
     assert not found["deepspeed imports"].ok and "expected 0.18.0" in found["deepspeed imports"].detail
     assert not found["llamafactory imports"].ok and "expected 0.9.4" in found["llamafactory imports"].detail
-    assert not found["bitsandbytes"].ok and "missing" in found["bitsandbytes"].detail  # not in the CPU venv
+    assert not found["bitsandbytes"].ok and "0.49.0" in found["bitsandbytes"].detail  # the venv has 0.50.2
 
 
 def test_real_cpu_stack_a_package_that_cannot_import_is_reported(monkeypatch):

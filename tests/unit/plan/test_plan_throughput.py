@@ -106,7 +106,10 @@ def test_offload_and_zero3_and_quantization_cost_speed(recipe_factory):
     z3 = throughput.zero3_factor(w)
     assert throughput.relative_speed(replace(w, deepspeed="zero3-offload"), w) == pytest.approx(0.5 / z3)
     assert throughput.relative_speed(replace(w, deepspeed="zero2"), w) == pytest.approx(1 / z3)
-    assert throughput.relative_speed(replace(w, quant_bits=4), w) == pytest.approx(0.7)
+    # 4 bits: dequantisation traffic against 2,048-token micro-batches on an MI300X, a few percent (test_plan_quant.py
+    # pins the arithmetic); LLM.int8's kernels: a flat factor
+    assert 0.9 < throughput.relative_speed(replace(w, quant_bits=4), w) < 1.0
+    assert throughput.relative_speed(replace(w, quant_bits=8), w) == pytest.approx(0.5)
 
 
 def test_arch_without_a_peak_plans_memory_only(recipe_factory):
