@@ -201,6 +201,8 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
     return prep.run_dir
 
 
-def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None, **rendezvous):
+def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None,
+               gpus: tuple[str, ...] | None = None, **rendezvous):
+    """`gpus`: the runtime's choice when the user made none (RUNTIME=local: the GPUs of the recipe's arch)."""
     return launch_plan.build(prep.recipe, prep.arch, prep.run_path, os.environ if env is None else env,
-                             python=python or sys.executable, gpus=prep.gpus, **rendezvous)
+                             python=python or sys.executable, gpus=gpus or prep.gpus, **rendezvous)

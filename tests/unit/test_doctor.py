@@ -234,3 +234,16 @@ def test_make_doctor_on_a_machine_without_gpu():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "No AMD GPU on this machine" in out.stdout and "make demo" in out.stdout
     assert "Docker daemon not reachable" in out.stdout
+
+
+def test_a_host_with_an_igpu_never_suggests_its_arch():
+    """An RX 7900 XTX with the Ryzen iGPU (gfx1036, not in docker/arches.yaml) listed first: the suggested
+    arch is the table's gfx1100; no line says ARCH=gfx1036."""
+    facts = HostFacts(uid=1000, gid=1000, user="bob", project_root="/p", hf_home="/h", devices=("/dev/kfd",),
+                      accessible=("/dev/kfd",),
+                      gpus=(GPU(0, "gfx1036", render_node="/dev/dri/renderD128"),
+                            GPU(1, "gfx1100", render_node="/dev/dri/renderD129")), gpu_source="sysfs")
+    report = doctor.check(facts, DockerFacts(configured=False, reachable=False), arches.table())
+    assert report.suggested_arch == "gfx1100"
+    text = "\n".join(doctor.render(report))
+    assert "ARCH=gfx1036" not in text and "gfx1036 is not in docker/arches.yaml" in text
