@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from . import paths
+from .image import versions as pins
 from .problems import Problem, ProblemReport, did_you_mean
 
 # The Arch fields a product may set differently from its arch's first product.
@@ -48,9 +49,10 @@ class Arch:
     mfu: tuple[float, float] | None = None  # planner's default utilisation range of the dense peak (sources in the table)
     attention: str = "sdpa"
     flash_attn: str = "none"
-    bitsandbytes: bool = False
     hipblaslt: bool = False
-    liger_kernel: bool = False  # the arch's image ships liger-kernel and no source says it is unsafe there
+    # Every optional package the arch's image carries: canonical pip name -> version (absent = not in the
+    # image). From the table's `packages:`, versions from requirements/lock.txt or image/versions.py.
+    image_packages: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     rccl_env: Mapping[str, str] = field(default_factory=dict)
     # Only for a run on all gpus_per_node GPUs of a single node (AMD's RCCL channel count is tuned for that).
@@ -62,6 +64,15 @@ class Arch:
     @property
     def is_gpu(self) -> bool:
         return self.family != "cpu"
+
+    @property
+    def bitsandbytes(self) -> bool:
+        return "bitsandbytes" in self.image_packages
+
+    @property
+    def liger_kernel(self) -> bool:
+        """The arch's image ships liger-kernel (and no source says it is unsafe there)."""
+        return "liger-kernel" in self.image_packages
 
     def for_product(self, name: str) -> Arch:
         """This arch with one product's figures; KeyError for a product the arch does not list."""
@@ -97,7 +108,7 @@ class Arch:
         return self.peak_tflops.get(precision) if self.peak_tflops else None
 
 
-def _build(name: str, entry: dict, defaults: dict) -> Arch:
+def _build(name: str, entry: dict, defaults: dict, lock_file: Path) -> Arch:
     merged = {**defaults, **entry}
     return Arch(
         name=name,
@@ -116,9 +127,9 @@ def _build(name: str, entry: dict, defaults: dict) -> Arch:
         mfu=tuple(float(v) for v in merged["mfu"]) if merged.get("mfu") else None,
         attention=merged.get("attention", "sdpa"),
         flash_attn=merged.get("flash_attn", "none"),
-        bitsandbytes=bool(merged.get("bitsandbytes", False)),
         hipblaslt=bool(merged.get("hipblaslt", False)),
-        liger_kernel=bool(merged.get("liger_kernel", False)),
+        image_packages=_packages(name, merged.get("flash_attn", "none"), defaults.get("packages") or {},
+                                 entry.get("packages") or {}, lock_file),
         env=MappingProxyType({k: str(v) for k, v in (merged.get("env") or {}).items()}),
         rccl_env=MappingProxyType({k: str(v) for k, v in (merged.get("rccl_env") or {}).items()}),
         full_node_env=MappingProxyType({k: str(v) for k, v in (entry.get("full_node_env") or {}).items()}),
@@ -127,6 +138,45 @@ def _build(name: str, entry: dict, defaults: dict) -> Arch:
                                         for pname, spec in (entry.get("product_figures") or {}).items()}),
         unified_memory=bool(merged.get("unified_memory", False)),
     )
+
+
+# Where a `packages:` entry's version is pinned (docker/arches.yaml explains both).
+PACKAGE_SOURCES = ("lock", "versions.py")
+
+
+def lock_for(table_file: Path) -> Path:
+    """The lock that pins the table's `lock` packages: the one of the same checkout, else (a copy of the table
+    in a project without requirements/, as tests make) the one of the checkout this code was installed from."""
+    for lock in (table_file.resolve().parents[1] / "requirements" / "lock.txt",
+                 Path(__file__).resolve().parents[2] / "requirements" / "lock.txt"):
+        if lock.is_file():
+            return lock
+    raise FileNotFoundError(f"no requirements/lock.txt beside {table_file}: the table's `lock` packages need it")
+
+
+def _packages(arch: str, flash_attn: str, defaults: dict, own: dict, lock_file: Path) -> Mapping[str, str]:
+    """The arch's `packages:` (its own merged over the defaults; null removes one), each with its version."""
+    wanted = {pins.canonical(k): v for k, v in {**defaults, **own}.items() if v is not None}
+    lock: dict[str, str] | None = None
+    out: dict[str, str] = {}
+    for name, source in sorted(wanted.items()):
+        where = f"docker/arches.yaml arches.{arch}.packages.{name}"
+        if source == "versions.py":
+            if name not in pins.IMAGE_PINS:
+                raise ValueError(f"{where}: image/versions.py IMAGE_PINS has no `{name}`")
+            out[name] = pins.IMAGE_PINS[name]
+        elif source == "lock":
+            lock = lock if lock is not None else pins.read_pins(lock_file)
+            if name not in lock:
+                raise ValueError(f"{where}: requirements/lock.txt has no `{name}==` pin")
+            out[name] = lock[name]
+        else:
+            raise ValueError(f"{where}: `{source}` is not one of {', '.join(PACKAGE_SOURCES)} (or null)")
+    # flash-attn is built by the kernel stage for the arch's backend: the two must agree.
+    if ("flash-attn" in out) != (flash_attn in ("ck", "triton")):
+        raise ValueError(f"docker/arches.yaml arches.{arch}: flash_attn `{flash_attn}` but packages "
+                         f"{'has' if 'flash-attn' in out else 'lacks'} flash-attn")
+    return MappingProxyType(out)
 
 
 def _product(arch: str, name: str, spec: dict, products: tuple[str, ...] | None = None) -> Product:
@@ -144,7 +194,8 @@ def _product(arch: str, name: str, spec: dict, products: tuple[str, ...] | None 
 def _load(path: str) -> Mapping[str, Arch]:
     raw = yaml.safe_load(Path(path).read_text())
     defaults = raw.get("defaults", {})
-    return MappingProxyType({name: _build(name, entry, defaults) for name, entry in raw["arches"].items()})
+    lock = lock_for(Path(path))
+    return MappingProxyType({name: _build(name, entry, defaults, lock) for name, entry in raw["arches"].items()})
 
 
 def table(path: Path | None = None) -> Mapping[str, Arch]:

@@ -136,3 +136,50 @@ def test_liger_kernel_on_every_rocm_arch_never_on_cpu():
     # The ROCm images ship liger-kernel (image/versions.py pins a release with the wave64 num_warps fix,
     # linkedin/Liger-Kernel#326); the CPU venv and image do not, so the planner never suggests it for `cpu`.
     assert {n for n, a in TABLE.items() if not a.liger_kernel} == {"cpu"}
+    assert {n for n, a in TABLE.items() if "liger-kernel" not in a.image_packages} == {"cpu"}
+
+
+def test_image_packages_carry_the_pinned_versions():
+    from rocmft.image import versions
+    lock = versions.read_pins(versions.lock_file())
+    gfx942, cpu = TABLE["gfx942"].image_packages, TABLE["cpu"].image_packages
+    assert gfx942["liger-kernel"] == versions.LIGER_KERNEL_VERSION
+    assert gfx942["flash-attn"] == versions.FLASH_ATTN_VERSION
+    assert gfx942["bitsandbytes"] == versions.BITSANDBYTES_VERSION
+    assert gfx942["deepspeed"] == cpu["deepspeed"] == lock["deepspeed"]
+    # the CPU venv has no GPU-only package; gfx1030 (flash_attn: none) has no flash-attn
+    assert not {"liger-kernel", "flash-attn", "bitsandbytes"} & set(cpu)
+    assert "flash-attn" not in TABLE["gfx1030"].image_packages
+    for name, arch in TABLE.items():
+        assert ("flash-attn" in arch.image_packages) == (arch.flash_attn in ("ck", "triton")), name
+        assert arch.bitsandbytes == ("bitsandbytes" in arch.image_packages), name
+
+
+@pytest.mark.parametrize("packages, message", [
+    ("{bitsandbytes: pypi}", "is not one of lock, versions.py"),
+    ("{galore-torch: versions.py}", "IMAGE_PINS has no `galore-torch`"),
+    ("{badam: lock}", "lock.txt has no `badam==` pin"),
+    ("{flash-attn: null}", "flash_attn `ck` but packages lacks flash-attn"),
+])
+def test_a_bad_packages_entry_is_refused(tmp_path, packages, message):
+    table = tmp_path / "arches.yaml"
+    table.write_text(f"""
+defaults: {{base_image: b, packages: {{deepspeed: lock, flash-attn: versions.py}}}}
+arches:
+  gfx942: {{family: cdna3, gpus_per_node: 8, bf16: true, flash_attn: ck, packages: {packages}}}
+""")
+    with pytest.raises(ValueError, match=message.replace("`", ".").replace("(", ".")):
+        arches.table(table)
+
+
+def test_an_arch_packages_entry_overrides_the_defaults(tmp_path):
+    table = tmp_path / "arches.yaml"
+    table.write_text("""
+defaults: {base_image: b, packages: {deepspeed: lock, liger-kernel: versions.py}}
+arches:
+  a: {family: cdna3, gpus_per_node: 8, bf16: true, packages: {liger-kernel: null, bitsandbytes: versions.py}}
+  b: {family: cdna3, gpus_per_node: 8, bf16: true}
+""")
+    got = arches.table(table)
+    assert set(got["a"].image_packages) == {"deepspeed", "bitsandbytes"}
+    assert set(got["b"].image_packages) == {"deepspeed", "liger-kernel"}

@@ -12,7 +12,17 @@ For the launcher: `tags(arch)` and `find_image(client, arch)`; compare `image_ar
 
 from __future__ import annotations
 
-from .docker_api import find_image, image_arch, image_labels
-from .plan import LABEL_PREFIX, BuildPlan, build_plan, tags
+import importlib
 
-__all__ = ["LABEL_PREFIX", "BuildPlan", "build_plan", "find_image", "image_arch", "image_labels", "tags"]
+# Resolved on first use, not at import: `rocmft.arches` reads `image.versions` (the pins), and importing the
+# package must not pull in the Docker SDK or the build plan (which reads `rocmft.arches`: an import circle).
+_EXPORTS = {"find_image": "docker_api", "image_arch": "docker_api", "image_labels": "docker_api",
+            "LABEL_PREFIX": "plan", "BuildPlan": "plan", "build_plan": "plan", "tags": "plan"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

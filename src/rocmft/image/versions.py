@@ -21,6 +21,12 @@ BITSANDBYTES_VERSION = "0.50.2"
 # #994: 0.6.5 still required transformers<5); and every apply_liger_kernel_to_* LLaMA-Factory 0.9.5's
 # model/model_utils/liger_kernel.py imports, qwen3_5 included (0.8.0+). Its README documents ROCm 7.2 installs.
 LIGER_KERNEL_VERSION = "0.8.2"
+# The pins above by canonical pip name: what docker/arches.yaml's `packages: {<name>: versions.py}` resolves to.
+IMAGE_PINS = {
+    "flash-attn": FLASH_ATTN_VERSION,
+    "bitsandbytes": BITSANDBYTES_VERSION,
+    "liger-kernel": LIGER_KERNEL_VERSION,
+}
 # Build backends for the project and the sdists (a py3.12 venv has no setuptools; the lock has none).
 BUILD_DEPS = ("setuptools==84.2.1", "wheel==0.48.0")
 
@@ -51,6 +57,7 @@ class Versions:
     torch_cpu: str  # the CPU torch of the lock (the cpu arch's torch)
     flash_attn: str = FLASH_ATTN_VERSION
     bitsandbytes: str = BITSANDBYTES_VERSION
+    liger_kernel: str = LIGER_KERNEL_VERSION
     build_deps: tuple[str, ...] = BUILD_DEPS
 
 
