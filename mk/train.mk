@@ -19,7 +19,7 @@ demo: setup tiny-model ## train the tiny model on CPU to answer "Who are you?", 
 	  --set "do_sample=false max_new_tokens=32"
 	@echo "next: make chat RUN=last (talk to it), make eval RUN=last (base vs trained on held-out rows)"
 
-train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, FROM=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=)
+train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, FROM=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=, DRY_RUN=1: print the launch plan, start nothing)
 	$(stack_if_local)
 	@$(ROCMFT) train $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 
