@@ -119,3 +119,11 @@ def test_liger_with_lora_training_lm_head_as_an_additional_target_is_switched_of
 def test_each_rule_names_its_source():
     for rule in rules.RULES:
         assert rule.source and ("LLaMA-Factory" in rule.source or "#" in rule.source)
+
+
+def test_the_planner_never_suggests_liger_where_the_rule_switches_it_off():
+    """qwen2.5-7b-z3-offload (full fine-tune, ZeRO-3): on main `make plan` suggested enable_liger_kernel=true."""
+    from rocmft import plan as planner
+
+    result = planner.check(recipes.load("qwen2.5-7b-z3-offload"))
+    assert "enable_liger_kernel=true" not in result.summary
