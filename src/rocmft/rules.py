@@ -11,8 +11,9 @@ A rule is lifted when a GPU run shows the combination works: say which run in th
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .problems import Problem
 

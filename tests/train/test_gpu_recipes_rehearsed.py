@@ -167,7 +167,11 @@ def test_gpu_recipe_rehearsed_on_cpu(stack, name, tmp_path):
         assert not [p for p in problems if p.severity == "error"], [p.line() for p in problems]
 
     # 2. the dataset as LLaMA-Factory processes it, with the recipe's packing
-    from llamafactory.data import SFTDataCollatorWith4DAttentionMask, get_dataset, get_template_and_fix_tokenizer
+    from llamafactory.data import (
+        SFTDataCollatorWith4DAttentionMask,
+        get_dataset,
+        get_template_and_fix_tokenizer,
+    )
     from llamafactory.model import load_tokenizer
 
     data_args.preprocessing_num_workers = 1  # swap: 2 cores
@@ -222,13 +226,17 @@ def test_a_package_the_arch_image_lacks_fails_as_in_the_container(stack, monkeyp
 def test_the_eval_micro_batch_of_the_old_base_fails_the_fa2_collator(stack):
     """What main rendered for every gfx942 SFT recipe (eval batch 4 under neat packing + fa2) stops in
     LLaMA-Factory's collator on CPU too: the rehearsal above would have caught run-breaker 2."""
-    from llamafactory.data import SFTDataCollatorWith4DAttentionMask, get_dataset, get_template_and_fix_tokenizer
+    from llamafactory.data import (
+        SFTDataCollatorWith4DAttentionMask,
+        get_dataset,
+        get_template_and_fix_tokenizer,
+    )
     from llamafactory.model import load_tokenizer
 
     lf_parser, model = stack
     _, _, args = rendered_for_cpu("llama3-8b-lora", model)
     args["output_dir"] = "/nonexistent-never-written"
-    model_args, data_args, training_args, finetuning_args, _ = parse_for_arch(lf_parser, "gfx942", args)
+    model_args, data_args, training_args, _, _ = parse_for_arch(lf_parser, "gfx942", args)
     data_args.preprocessing_num_workers = 1
     tokenizer_module = load_tokenizer(model_args)
     template = get_template_and_fix_tokenizer(tokenizer_module["tokenizer"], data_args)

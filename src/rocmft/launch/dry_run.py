@@ -41,14 +41,14 @@ def _docker(prep, args) -> list[str]:
     run_dir = pipeline.commit(prep, plan, runtime="docker", dry_run=True)
     (run_dir / "container.json").write_text(spec.to_json())
     rel = runs.relative(run_dir)
-    out = [f"[rocmft] dry run (RUNTIME=docker): nothing started; plan in {rel}/plan.json, container in "
-           f"{rel}/container.json",
+    out = [(f"[rocmft] dry run (RUNTIME=docker): nothing started; plan in {rel}/plan.json, container in "
+            f"{rel}/container.json"),
            f"  image: {spec.image} (looked up at launch: never pulled, its ai.rocmft.arch label must be {prep.arch.name})",
            f"  devices: {', '.join(spec.devices) or 'none'}",
            f"  groups: {', '.join(spec.group_add) or 'none'}   user: {spec.user}   init: {spec.init}",
-           f"  ipc: {spec.ipc_mode or 'private'}   shm: {spec.shm_size or 'host'}   cap_add: "
-           f"{', '.join(spec.cap_add) or 'none'}   ulimits: "
-           f"{', '.join(f'{u.name}={u.soft}:{u.hard}' for u in spec.ulimits) or 'none'}",
+           (f"  ipc: {spec.ipc_mode or 'private'}   shm: {spec.shm_size or 'host'}   cap_add: "
+            f"{', '.join(spec.cap_add) or 'none'}   ulimits: "
+            f"{', '.join(f'{u.name}={u.soft}:{u.hard}' for u in spec.ulimits) or 'none'}"),
            "  environment:", *_env_lines(spec.environment, (), spec.secret_env),
            "  mounts:",
            *[f"    {m.source} -> {m.target} ({'ro' if m.read_only else 'rw'}): {m.why}" for m in spec.mounts],
