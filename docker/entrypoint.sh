@@ -40,17 +40,33 @@ gfx_name() {
 }
 
 visible_archs() {
-  # rocminfo knows the driver's view (and honours ROCR_VISIBLE_DEVICES); sysfs is the fallback.
+  # rocminfo knows the driver's view (and honours ROCR_VISIBLE_DEVICES); sysfs is the fallback. /sys is not
+  # namespaced: the topology lists every GPU of the HOST, so a GPU counts only when its render node is in
+  # this container (`make train` passes the render nodes of the recipe's arch alone, not an enabled iGPU).
   if [[ -z $root ]] && command -v rocminfo >/dev/null 2>&1; then
     rocminfo 2>/dev/null | awk '/^[[:space:]]*Name:[[:space:]]*gfx[0-9a-f]+/ {print $2}' | sort -u
     return
   fi
-  local props v
+  local props v minor
   for props in "$topology"/*/properties; do
     [[ -r $props ]] || continue
     v=$(awk '$1 == "gfx_target_version" {print $2}' "$props")
+    minor=$(awk '$1 == "drm_render_minor" {print $2}' "$props")
+    if [[ -n $minor && $minor != 0 && ! -e $dri/renderD$minor ]]; then
+      continue
+    fi
     [[ -n $v && $v != 0 ]] && gfx_name "$v"
   done | sort -u
+}
+
+# ROCMFT_ARCHES (set by the launcher from docker/arches.yaml): the arches rocmft builds an image for. An arch
+# outside it (a Ryzen iGPU's gfx1036) is never suggested as an image to build.
+known_arch() {
+  local a
+  for a in ${ROCMFT_ARCHES:-}; do
+    [[ $a == "$1" ]] && return 0
+  done
+  return 1
 }
 
 check_gpu() {
@@ -90,13 +106,17 @@ check_gpu() {
   archs=$(visible_archs)
   if [[ -z $archs ]]; then
     [[ -e $kfd ]] && fail "no GPU is visible (rocminfo/sysfs list no gfx target)" \
-      "check ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES and that the host sees the GPUs (rocminfo on the host)"
+      "check that the host sees the GPUs (rocminfo, make doctor on the host) and the GPUS= selection"
   else
-    local a
+    local a only="give the container only the $image_arch GPUs: make train does by default (GPUS= picks among them); docker run: --device=/dev/kfd --device=/dev/dri/renderD<N> per $image_arch GPU"
     for a in $archs; do
-      if [[ $a != "$image_arch" ]]; then
+      [[ $a == "$image_arch" ]] && continue
+      if known_arch "$a"; then
         fail "a visible GPU is $a, this image is built for $image_arch" \
-             "use the $a image: make image ARCH=$a (then RUNTIME=docker ARCH=$a), or hide that GPU with ROCR_VISIBLE_DEVICES"
+             "use the $a image: make image ARCH=$a (then ARCH=$a), or $only"
+      else
+        fail "a visible GPU is $a, which rocmft builds no image for (an integrated GPU?); this image is built for $image_arch" \
+             "$only"
       fi
     done
   fi

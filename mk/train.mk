@@ -19,7 +19,7 @@ demo: setup tiny-model ## train the tiny model on CPU to answer "Who are you?", 
 	  --set "do_sample=false max_new_tokens=32"
 	@echo "next: make chat RUN=last (talk to it), make eval RUN=last (base vs trained on held-out rows)"
 
-train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, FROM=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=, CANARY=1: make canary first, TUNE=1: GEMM tuning kept)
+train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=, RESUME=, FROM=, SET=, FORCE=1, VERBOSE=1, MAX_RESTARTS=, CANARY=1: make canary first, TUNE=1: GEMM tuning kept, DRY_RUN=1: print the launch plan, start nothing)
 	$(stack_if_local)
 	$(if $(call is_set,$(CANARY)),@$(ROCMFT) canary $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(call opt,--runtime,$(RUNTIME)) \
 	  $(call opt,--arch,$(ARCH)) $(call opt,--docker-image,$(IMAGE_REF)))

@@ -89,6 +89,11 @@ class HostFacts:
                 seen.append(gpu.gfx)
         return tuple(seen)
 
+    def gpus_of(self, gfx: str) -> tuple[GPU, ...]:
+        """The GPUs of one arch, in ROCr order: what a run for that arch gets by default (an RX 7900 XTX host
+        with the Ryzen iGPU, gfx1036, enabled lists both; the job must see the gfx1100 alone)."""
+        return tuple(g for g in self.gpus if g.gfx == gfx)
+
     def render_nodes(self, indices) -> tuple[str, ...] | None:
         """The render nodes of the GPUs with these ROCr indices; None when any is not known."""
         by_index = {str(g.index): g for g in self.gpus}

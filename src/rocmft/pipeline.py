@@ -59,12 +59,14 @@ def prepare(
     env: Mapping[str, str] | None = None,
     need_model: bool = False,
     job: bool = False,
+    remember: bool = True,
 ) -> Prepared:
     """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image.
     `need_model`: a job will load the model, so a Hub id must be in the HF cache or downloadable by it
     (`validate.model`: the cache, HF_HUB_OFFLINE, the Hub's answer); render and plan only read files.
     `job`: a job will run the recipe (train, bench): its remote code and the endpoints and loaders its env sets
-    need the user's opt-in (`run_trust`, `recipe_env`), as for every other command that runs a model."""
+    need the user's opt-in (`run_trust`, `recipe_env`), as for every other command that runs a model.
+    `remember=False` (a dry run): a valid verdict is not written to the validation cache."""
     env = os.environ if env is None else env
     overrides = list(overrides)
     if arch:
@@ -106,7 +108,7 @@ def prepare(
             from .validate import where
 
             place = (validate_in or where.auto)(arch_info)
-            kept, cached = _validate(recipe, rendered, run_path, place)
+            kept, cached = _validate(recipe, rendered, run_path, place, remember=remember)
             messages += kept
             if place.kind != "none":
                 validated_in = place.label + (" (cached: same files, stack and code)" if cached else "")
@@ -173,7 +175,8 @@ def validate_rendered(recipe: recipes.Recipe, rendered: render.Rendered, run_pat
     return _validate(recipe, rendered, run_path, place)[0]
 
 
-def _validate(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, place=None) -> tuple[list[Problem], bool]:
+def _validate(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, place=None,
+              remember: bool = True) -> tuple[list[Problem], bool]:
     """(the problems that are not errors, whether the stack's verdict came from the cache)."""
     from . import validate
     from .validate import inputs, where
@@ -192,7 +195,7 @@ def _validate(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, 
     data = req.request(rendered.args, rendered.ds_config, recipe.arch, recipe.world_size, train_label, ds_label)
     stack = where.run(place, data, paths.root(), key)
     kept = raise_if_errors(sorted(stack + found, key=lambda p: p.severity != "error"))
-    if place.kind != "none":
+    if place.kind != "none" and remember:
         validate.remember_valid(key)
     return kept, False
 
@@ -213,6 +216,8 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
     return prep.run_dir
 
 
-def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None, **rendezvous):
+def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None,
+               gpus: tuple[str, ...] | None = None, **rendezvous):
+    """`gpus`: the runtime's choice when the user made none (RUNTIME=local: the GPUs of the recipe's arch)."""
     return launch_plan.build(prep.recipe, prep.arch, prep.run_path, os.environ if env is None else env,
-                             python=python or sys.executable, gpus=prep.gpus, **rendezvous)
+                             python=python or sys.executable, gpus=gpus or prep.gpus, **rendezvous)

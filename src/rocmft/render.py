@@ -16,7 +16,7 @@ import yaml
 from jinja2 import FileSystemLoader, StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
 
-from . import __version__, arches, ds_presets, paths, precision
+from . import __version__, arches, ds_presets, paths, precision, rules
 from .problems import Problem, raise_if_errors
 from .recipes import Recipe
 from .safe_text import one_line
@@ -73,13 +73,8 @@ def render(recipe: Recipe, run_path: str, resume_from: str | None = None) -> Ren
     arch = arches.get(recipe.arch, file=recipe.path)
     prec, problems = precision.resolve(recipe.precision, arch, recipe.path,
                                        use_cpu=recipe.llamafactory.get("use_cpu") is True)
-    warnings = raise_if_errors(problems)
     args = train_args(recipe, run_path, prec, resume_from)
     env = environment()
-    train_yaml = env.get_template(TRAIN_TEMPLATE).render(
-        version=__version__, recipe=recipe.name, arch=arch.name, precision=prec,
-        run_path=run_path, args=args,
-    )
     ds_config = None
     if recipe.deepspeed_file:
         ds_config = ds_presets.render_file(Path(recipe.deepspeed_file), recipe.path)
@@ -87,4 +82,12 @@ def render(recipe: Recipe, run_path: str, resume_from: str | None = None) -> Ren
         text = env.get_template(f"{recipe.deepspeed}.json.j2").render(bf16=prec.bf16, fp16=prec.fp16)
         # Normalise through json: one canonical layout whatever the template's whitespace.
         ds_config = json.dumps(json.loads(text), indent=2) + "\n"
+    # Combinations a source says break on the GPU: refused, or rendered valid (and said so in the file).
+    ruled = rules.apply(args, ds_config, recipe.path)
+    warnings = raise_if_errors(problems + ruled)
+    ruled = [p for p in ruled if p in warnings]
+    train_yaml = env.get_template(TRAIN_TEMPLATE).render(
+        version=__version__, recipe=recipe.name, arch=arch.name, precision=prec,
+        run_path=run_path, args=args, rules=[f"{p.key}: {p.message}" for p in ruled],
+    )
     return Rendered(train_yaml, ds_config, args, prec, warnings)

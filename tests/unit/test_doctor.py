@@ -316,3 +316,16 @@ def test_mi300x_pair_on_xgmi_and_a_single_card_has_no_p2p_line(tmp_path):
     [found] = p2p_findings(gpus)
     assert found.level == "ok" and "over xGMI" in found.what
     assert p2p_findings(gpus[:1]) == []
+
+
+def test_a_host_with_an_igpu_never_suggests_its_arch():
+    """An RX 7900 XTX with the Ryzen iGPU (gfx1036, not in docker/arches.yaml) listed first: the suggested
+    arch is the table's gfx1100; no line says ARCH=gfx1036."""
+    facts = HostFacts(uid=1000, gid=1000, user="bob", project_root="/p", hf_home="/h", devices=("/dev/kfd",),
+                      accessible=("/dev/kfd",),
+                      gpus=(GPU(0, "gfx1036", render_node="/dev/dri/renderD128"),
+                            GPU(1, "gfx1100", render_node="/dev/dri/renderD129")), gpu_source="sysfs")
+    report = doctor.check(facts, DockerFacts(configured=False, reachable=False), arches.table())
+    assert report.suggested_arch == "gfx1100"
+    text = "\n".join(doctor.render(report))
+    assert "ARCH=gfx1036" not in text and "gfx1036 is not in docker/arches.yaml" in text

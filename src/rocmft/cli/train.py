@@ -44,6 +44,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines while it runs (train.log and the summary still)")
     parser.add_argument("--verbose", action="store_true", default=_env_flag("VERBOSE"),
                         help="stream the job's whole output too (default: progress only; it always goes to train.log)")
+    parser.add_argument("--dry-run", action="store_true", default=_env_flag("DRY_RUN"),
+                        help="print the whole launch plan (container, devices, env, mounts, argv; or the sbatch script / "
+                             "manifest) and start nothing: no GPU, Docker daemon or Slurm needed (DRY_RUN=1)")
     parser.add_argument("--print-runtime", action="store_true",
                         help="print the runtime this recipe resolves to and exit (make installs the CPU stack for `local`)")
     for name in RUNTIMES:
@@ -108,20 +111,37 @@ def run(args) -> int:
     faults = [f"resilience.{key}={getattr(args, key)}" for key in ("max_restarts", "max_requeues")
               if getattr(args, key, None) not in (None, "")]
     faults += tune_overrides(args, overrides(args))
+    dry = getattr(args, "dry_run", False)
     prep = pipeline.prepare(args.recipe, overrides(args) + faults, arch=args.arch, nodes=args.nodes, gpus=args.gpus,
                             resume=args.resume, start_from=args.start_from, run_name=args.run_name,
-                            validate_in=where.for_runtime(args.runtime, args),
+                            # a dry run asks no daemon or cluster: validated here when this venv has the stack
+                            validate_in=where.auto if dry else where.for_runtime(args.runtime, args),
                             # k8s pods read the PVC's HF cache, not this host's: the job finds out there
-                            need_model=args.runtime != "k8s", job=True)
+                            need_model=args.runtime != "k8s" and not dry, remember=not dry, job=True)
     warn(prep.messages)
     runtime = args.runtime or where.default_runtime(prep.arch)
     if not args.no_plan:
-        _check_plan(prep, args.force)
+        _check_plan(prep, args.force or dry)
+    if dry:
+        return _dry_run(runtime, prep, args)
     try:
         module = runtime_module(runtime)
     except ImportError as exc:
         raise ProblemReport([Problem("", "RUNTIME", f"runtime `{runtime}` is not available: {exc}")]) from None
     return launch(module, prep, args)
+
+
+def _dry_run(runtime: str, prep: pipeline.Prepared, args) -> int:
+    """The launch plan printed, nothing started. slurm and k8s render their file as a launch does (the k8s
+    runtime never talks to the cluster; slurm is not submitted)."""
+    from ..launch import dry_run
+
+    if runtime == "slurm":
+        return launch(runtime_module("slurm"), prep, dry_run.without_submit(args))
+    if runtime == "k8s":
+        return launch(runtime_module("k8s"), prep, args)
+    print("\n".join(dry_run.lines(runtime, prep, args)), flush=True)
+    return 0
 
 
 def launch(module, prep: pipeline.Prepared, args) -> int:

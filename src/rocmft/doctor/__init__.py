@@ -129,8 +129,9 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
             add("warn", f"{', '.join(unknown)} is not in docker/arches.yaml: no image or recipe targets it",
                 f"supported: {', '.join(a for a in arches if a != 'cpu')}")
         if len(found) > 1:
-            add("warn", f"this host mixes GPU arches ({', '.join(found)}): one image serves one arch",
-                "select GPUs of one arch with GPUS=")
+            add("warn", f"this host mixes GPU arches ({', '.join(found)}): one image serves one arch; a run gets the "
+                "GPUs of its recipe's arch alone (their render nodes), GPUS= selects among all",
+                "nothing to do for a run; an integrated GPU can also be switched off in the BIOS")
         suggested = known[0] if known else None
         for name in known:
             a = arches[name]

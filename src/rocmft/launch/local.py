@@ -124,12 +124,22 @@ def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False, verbose: bool =
     return code  # a job that finished before the stop reached it ends as it ended
 
 
+def _arch_gpus(prep) -> tuple[str, ...] | None:
+    """No GPUS=: the GPUs of the recipe's arch alone (an enabled iGPU stays hidden), from sysfs."""
+    if not prep.arch.is_gpu:
+        return None
+    from .. import host
+    from .plan import arch_selection
+
+    return arch_selection(prep.arch, host.gpus_from_sysfs(), prep.recipe.gpus_per_node)
+
+
 def launch(prep, args) -> int:
     """`rocmft train --runtime local`: commit the run dir, record the plan, run it, say how it ended."""
     from .. import pipeline
     from .outcome import finish
 
-    plan = pipeline.build_plan(prep)
+    plan = pipeline.build_plan(prep, gpus=prep.gpus or _arch_gpus(prep))
     run_dir = pipeline.commit(prep, plan, runtime="local")
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)
     print(f"[rocmft] command: {' '.join(plan.argv)}", flush=True)

@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .. import arches, quantization
+from .. import arches, quantization, rules
 from . import memory, throughput
 from .activations import LIGER_MODEL_TYPES
 from .workload import Workload
@@ -106,7 +106,10 @@ def _moves(w: Workload) -> list[Move]:
         smaller //= 2
     if w.tokens_per_micro_batch < throughput.SMALL_MICRO_BATCH_TOKENS and ga % 2 == 0:
         out.append(Move("micro-batch", 1, lambda x: replace(x, micro_batch=b * 2, grad_accum=ga // 2)))
-    if not w.liger and w.liger_available and (w.model.model_type or "llama") in LIGER_MODEL_TYPES:
+    # Never where rocmft.rules switches it off at render (ZeRO-3 + a trainable lm_head: linkedin/Liger-Kernel#1048).
+    liger_z3_off = w.zero_stage == 3 and w.method == "full" and w.stage in rules.FLCE_STAGES
+    if (not w.liger and w.liger_available and (w.model.model_type or "llama") in LIGER_MODEL_TYPES
+            and not liger_z3_off):
         out.append(Move("liger", 1, lambda x: replace(x, liger=True)))
     if w.packing == "padded" and w.stage == "sft" and w.lengths is not None:
         out.append(Move("packing", 1, _pack))

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from rocmft import arches
+
 ENTRYPOINT = Path(__file__).resolve().parents[3] / "docker" / "entrypoint.sh"
+TABLE = " ".join(name for name, a in arches.table().items() if a.is_gpu)  # what the launcher passes
 
 
 def fake_root(tmp_path: Path, gfx_target_versions: list[int], *, kfd: bool = True, render: bool = True) -> Path:
@@ -72,7 +75,7 @@ def test_gfx_target_versions_decode(tmp_path, version, name):
 
 def test_wrong_arch_says_which_image_to_use(tmp_path):
     root = fake_root(tmp_path, [110000])
-    proc = run({"ROCMFT_IMAGE_ARCH": "gfx942", "ROCMFT_CHECK_ROOT": str(root)})
+    proc = run({"ROCMFT_IMAGE_ARCH": "gfx942", "ROCMFT_CHECK_ROOT": str(root), "ROCMFT_ARCHES": TABLE})
     assert proc.returncode == 2
     assert "a visible GPU is gfx1100, this image is built for gfx942" in proc.stderr
     assert "make image ARCH=gfx1100" in proc.stderr
@@ -112,3 +115,35 @@ def test_default_command_is_the_self_check_report():
     text = ENTRYPOINT.read_text()
     assert 'set -- python -m rocmft.image.selfcheck --show /opt/rocmft/selfcheck.json' in text
     assert subprocess.run(["bash", "-n", str(ENTRYPOINT)]).returncode == 0
+
+
+def igpu_root(tmp_path: Path, *, igpu_node: bool) -> Path:
+    """An RX 7900 XTX host with the Ryzen iGPU: sysfs (not namespaced) lists both; /dev/dri holds the
+    gfx1100's render node, and the iGPU's only when the whole of /dev/dri was passed."""
+    root = fake_root(tmp_path, [])
+    nodes = root / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for i, (version, minor) in enumerate([(100306, 129), (110000, 128)], start=1):
+        (nodes / str(i)).mkdir()
+        (nodes / str(i) / "properties").write_text(f"simd_count 4\ngfx_target_version {version}\n"
+                                                  f"drm_render_minor {minor}\n")
+    if igpu_node:
+        (root / "dev" / "dri" / "renderD129").write_text("")
+    return root
+
+
+def test_an_igpu_whose_render_node_is_not_in_the_container_is_not_counted(tmp_path):
+    """What `make train` gives the container (the gfx1100's render node alone) passes the check."""
+    proc = run({"ROCMFT_IMAGE_ARCH": "gfx1100", "ROCMFT_CHECK_ROOT": str(igpu_root(tmp_path, igpu_node=False)),
+                "ROCMFT_ARCHES": TABLE})
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_visible_igpu_is_never_suggested_as_an_image_arch(tmp_path):
+    """All of /dev/dri passed by hand: the iGPU is reported, with the fix that works (its render nodes), never
+    `make image ARCH=gfx1036` (no such arch in docker/arches.yaml) nor ROCR_VISIBLE_DEVICES (make train unsets it)."""
+    proc = run({"ROCMFT_IMAGE_ARCH": "gfx1100", "ROCMFT_CHECK_ROOT": str(igpu_root(tmp_path, igpu_node=True)),
+                "ROCMFT_ARCHES": TABLE})
+    assert proc.returncode == 2
+    assert "a visible GPU is gfx1036, which rocmft builds no image for" in proc.stderr
+    assert "ARCH=gfx1036" not in proc.stderr and "ROCR_VISIBLE_DEVICES" not in proc.stderr
+    assert "--device=/dev/dri/renderD<N> per gfx1100 GPU" in proc.stderr

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from rocmft import arches, recipes, runs
+from rocmft import host as host_mod
 from rocmft.host import GPU, HostFacts
 from rocmft.launch import docker as rt
 from rocmft.launch import plan as lp
@@ -20,6 +21,7 @@ from rocmft.problems import ProblemReport
 A = arches.table()
 ROOT = "/home/alice/rocmft"
 SECRET = "hf_TOPSECRETvalue123"
+GPU_ARCHES = " ".join(name for name, a in A.items() if a.is_gpu)
 CALLER = {"HF_HOME": "/data/hf", "HF_TOKEN": SECRET, "WANDB_API_KEY": "wandb_SECRET456", "PATH": "/usr/bin"}
 
 
@@ -96,9 +98,11 @@ def test_spec_gfx942_8gpu_plan_as_data():
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
             "WANDB_DIR": f"{ROOT}/runs/x",  # not ./wandb in the read-only checkout
+            "ROCMFT_ARCHES": GPU_ARCHES,  # the entrypoint names an image only for these
         },
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
-        devices=("/dev/kfd", "/dev/dri"),  # every GPU: ROCr numbers them as on the host
+        # every gfx942 GPU, by its render node (none of /dev/dri's card* nodes, no GPU of another arch)
+        devices=("/dev/kfd", *(f"/dev/dri/renderD{128 + i}" for i in range(8))),
         mounts=(PROJECT_MOUNT, RUN_MOUNT, HF_MOUNT, HOME_MOUNT),
         working_dir=ROOT,
         user="1000:1000",
@@ -139,8 +143,9 @@ def test_spec_gfx1100_1gpu_plan_as_data():
         "HF_HOME": "/home/bob/.cache/huggingface", "HOME": f"{ROOT}/.cache/container-home",
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
         "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x",
+        "ROCMFT_ARCHES": GPU_ARCHES,
     }
-    assert spec.devices == ("/dev/kfd", "/dev/dri")
+    assert spec.devices == ("/dev/kfd", "/dev/dri/renderD128")
     assert spec.group_add == ("44", "992")  # the host's GIDs, not names the image may not know
     assert spec.user == "1001:1001"
     assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, rt.Mount("/home/bob/.cache/huggingface",
@@ -155,7 +160,7 @@ def test_spec_gfx1100_as_docker_run_line():
     argv = rt.docker_run_argv(spec_for("qwen2.5-7b-lora-7900xtx", workstation_7900xtx()))
     assert argv == [
         "docker", "run", "--rm", "--pull=never", "--name", "rocmft-x", "--init",
-        "--device=/dev/kfd", "--device=/dev/dri", "--group-add=44", "--group-add=992", "--ipc=host",
+        "--device=/dev/kfd", "--device=/dev/dri/renderD128", "--group-add=44", "--group-add=992", "--ipc=host",
         "--cap-add=SYS_NICE", "--ulimit=memlock=-1:-1",
         f"--volume={ROOT}:{ROOT}:ro", f"--volume={ROOT}/runs/x:{ROOT}/runs/x",
         "--volume=/home/bob/.cache/huggingface:/home/bob/.cache/huggingface",
@@ -163,7 +168,8 @@ def test_spec_gfx1100_as_docker_run_line():
         f"--workdir={ROOT}", "--user=1001:1001",
         "--env=FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
         "--env=HF_HOME=/home/bob/.cache/huggingface", f"--env=HOME={ROOT}/.cache/container-home",
-        "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", "--env=ROCMFT_RUN_DIR=runs/x",
+        "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", f"--env=ROCMFT_ARCHES={GPU_ARCHES}",
+        "--env=ROCMFT_RUN_DIR=runs/x",
         f"--env=WANDB_DIR={ROOT}/runs/x", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
         "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",
         "--label=ai.rocmft.launcher.host=ws", "--label=ai.rocmft.launcher.pid=4242",
@@ -256,7 +262,7 @@ def test_check_host_eight_gpus_on_a_one_gpu_host():
     problems = rt.check_host(plan_for("llama3-8b-z3"), A["gfx942"], host)
     assert len(problems) == 1
     line = problems[0].line()
-    assert "8 processes" in line and "1 GPU(s)" in line and "gpus_per_node=1" in line
+    assert "8 processes" in line and "1 gfx942 GPU(s)" in line and "gpus_per_node=1" in line
 
 
 def test_check_host_no_gpu_points_to_doctor_and_demo():
@@ -424,3 +430,56 @@ def test_unreachable_daemon_says_how_to_start_it(monkeypatch, tmp_path):
         rt.connect(timeout=5)
     text = str(exc.value)
     assert "cannot reach the Docker daemon" in text and "RUNTIME=local" in text and "dockerd-up.sh" in text
+
+
+# ---- an RX 7900 XTX host with the Ryzen iGPU (gfx1036) enabled, read from a fake KFD topology (the tree host.py
+# reads on a real machine): the run gets the render node of the gfx1100 alone, whichever enumerates first.
+
+def kfd_topology(tmp_path, gfx_target_versions: list[int]):
+    """/sys/class/kfd/kfd/topology/nodes as the amdgpu driver writes it: node 0 the CPU, then one per GPU."""
+    nodes = tmp_path / "topology" / "nodes"
+    (nodes / "0").mkdir(parents=True)
+    (nodes / "0" / "properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n")
+    for i, version in enumerate(gfx_target_versions, start=1):
+        (nodes / str(i)).mkdir()
+        (nodes / str(i) / "properties").write_text(
+            f"cpu_cores_count 0\nsimd_count {192 if version == 110000 else 4}\nsimd_per_cu 2\n"
+            f"gfx_target_version {version}\ndrm_render_minor {127 + i}\n")
+    return nodes
+
+
+def igpu_workstation(tmp_path, order: list[int]) -> HostFacts:
+    gpus = tuple(host_mod.gpus_from_sysfs(kfd_topology(tmp_path, order)))
+    nodes = tuple(g.render_node for g in gpus)
+    return workstation_7900xtx(gpus=gpus, devices=("/dev/kfd", "/dev/dri/card0", "/dev/dri/card1", *nodes))
+
+
+@pytest.mark.parametrize("order, dgpu_node", [([110000, 100306], "/dev/dri/renderD128"),
+                                              ([100306, 110000], "/dev/dri/renderD129")])
+def test_igpu_host_plan_as_data_the_run_gets_the_gfx1100_render_node_alone(tmp_path, order, dgpu_node):
+    host = igpu_workstation(tmp_path, order)
+    assert [g.gfx for g in host.gpus] == ["gfx1100" if v == 110000 else "gfx1036" for v in order]
+    p = plan_for("qwen2.5-7b-lora-7900xtx")
+    assert rt.check_host(p, A["gfx1100"], host) == []
+    spec = rt.container_spec(p, A["gfx1100"], host, image="rocmft:gfx1100")
+    assert spec.devices == ("/dev/kfd", dgpu_node)  # not /dev/dri: the iGPU's node stays out
+    assert "ROCR_VISIBLE_DEVICES" not in spec.environment  # in there, the one GPU is GPU 0
+    assert "gfx1036" not in spec.environment["ROCMFT_ARCHES"].split()
+    argv = rt.docker_run_argv(spec)
+    assert f"--device={dgpu_node}" in argv and "--device=/dev/dri" not in argv
+
+
+def test_igpu_host_eight_process_recipe_counts_only_the_gfx1100(tmp_path):
+    host = igpu_workstation(tmp_path, [100306, 110000])
+    [problem] = rt.check_host(plan_for("qwen2.5-7b-z3-offload"), A["gfx1100"], host)
+    assert "1 gfx1100 GPU(s) (and 1 of another arch, not used)" in problem.message
+    assert problem.suggestion.startswith("SET=gpus_per_node=1")
+
+
+def test_an_arch_outside_the_table_is_never_suggested(tmp_path):
+    """A host whose only GPU is the iGPU: the error names the arches rocmft builds, never ARCH=gfx1036."""
+    gpus = tuple(host_mod.gpus_from_sysfs(kfd_topology(tmp_path, [100306])))
+    host = workstation_7900xtx(gpus=gpus)
+    [problem] = rt.check_host(plan_for("qwen2.5-7b-lora-7900xtx"), A["gfx1100"], host)
+    assert "gfx1036" in problem.message and "ARCH=gfx1036" not in problem.line()
+    assert "gfx1100" in problem.suggestion and "not an arch rocmft builds for" in problem.suggestion

@@ -26,7 +26,8 @@ def test_api_on_gfx942_binds_the_host_on_the_hosts_network(runs_dir):
                             caller_env=CALLER, launcher_pid=4242)
     assert spec.network_mode == "host" and spec.environment["API_HOST"] == "127.0.0.1"
     assert spec.command[:2] == ("llamafactory-cli", "api") and "--max_new_tokens" in spec.command
-    assert spec.devices == ("/dev/kfd", "/dev/dri") and spec.group_add == ("44", "109")
+    assert spec.devices == ("/dev/kfd", *(f"/dev/dri/renderD{128 + i}" for i in range(8)))  # the gfx942 GPUs
+    assert spec.group_add == ("44", "109")
     # a server: no host IPC; Docker's seccomp profile with the NUMA calls ROCr needs (CAP_SYS_NICE)
     assert spec.ipc_mode is None and spec.shm_size == "2g" and spec.cap_add == ("SYS_NICE",)
     assert spec.secret_env == ("API_KEY",) and "API_KEY" not in spec.environment

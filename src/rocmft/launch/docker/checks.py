@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ... import arches
 from ...arches import Arch
 from ...host import KFD, HostFacts
 from ...problems import Problem
@@ -39,20 +40,37 @@ def check_host(plan: LaunchPlan, arch: Arch, host: HostFacts) -> list[Problem]:
             return problems
         chosen = [host.gpus[int(i)] for i in plan.visible_devices]
     else:
-        if plan.nproc_per_node > count:
+        # By default the run gets the GPUs of its arch and no other (spec.arch_gpu_indices): an enabled iGPU
+        # (a Ryzen's gfx1036 beside an RX 7900 XTX) is neither counted nor handed to the container.
+        mine = host.gpus_of(arch.name)
+        if not mine:
+            return problems + _wrong_arch(arch, sorted({g.gfx or "unknown" for g in host.gpus}))
+        if plan.nproc_per_node > len(mine):
+            others = f" (and {count - len(mine)} of another arch, not used)" if count > len(mine) else ""
             problems.append(Problem("", "gpus_per_node", f"the recipe runs {plan.nproc_per_node} processes (one per GPU) "
-                                    f"but this host has {count} GPU(s)",
-                                    f"SET=gpus_per_node={count} (and raise gradient_accumulation_steps to keep the "
+                                    f"but this host has {len(mine)} {arch.name} GPU(s){others}",
+                                    f"SET=gpus_per_node={len(mine)} (and raise gradient_accumulation_steps to keep the "
                                     "global batch), or run on a host with more GPUs"))
             return problems
-        chosen = list(host.gpus[: plan.nproc_per_node])
+        chosen = list(mine)
     wrong = sorted({g.gfx for g in chosen if g.gfx and g.gfx != arch.name})
     if wrong:
-        problems.append(Problem("", "ARCH", f"this host's GPUs are {', '.join(wrong)}, the recipe targets {arch.name} "
-                                "(the image's kernels are built for one arch)",
-                                f"ARCH={wrong[0]} (and `make image ARCH={wrong[0]}`)" if len(wrong) == 1 else
-                                "select GPUs of one arch with GPUS="))
+        problems += _wrong_arch(arch, wrong)
     return problems
+
+
+def _wrong_arch(arch: Arch, found: list[str]) -> list[Problem]:
+    """GPUs of another arch: suggest only an arch the table has (an image exists for it)."""
+    known = [a for a in found if a in arches.table() and arches.table()[a].is_gpu]
+    if len(known) == 1:
+        fix = f"ARCH={known[0]} (and `make image ARCH={known[0]}`)"
+    elif known:
+        fix = "select GPUs of one arch with GPUS="
+    else:
+        fix = (f"{', '.join(found)} is not an arch rocmft builds for (docker/arches.yaml: "
+               f"{', '.join(a for a, v in arches.table().items() if v.is_gpu)}); `make doctor` lists this host's GPUs")
+    return [Problem("", "ARCH", f"this host's GPUs are {', '.join(found)}, the recipe targets {arch.name} "
+                    "(the image's kernels are built for one arch)", fix)]
 
 
 def check_mounts(spec: ContainerSpec) -> list[Problem]:

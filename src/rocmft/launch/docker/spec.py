@@ -8,12 +8,16 @@ Choices (docs/gpu.md explains them to users):
   - Paths: the project root is mounted at its own absolute path and is the working directory. The rendered
     files name paths relative to it, and every absolute path the plan carries (HF_HOME, TORCH_EXTENSIONS_DIR,
     a run dir under ROCMFT_RUNS, a model dir) means the same file on the host and in the container.
-  - GPUs: all of them = /dev/kfd + /dev/dri (ROCr numbers them as on the host). A subset (GPUS=2,3) =
-    /dev/kfd + only the render nodes of those GPUs: the KFD driver refuses a GPU whose render node the
-    container cannot open, so the job cannot touch the other cards at all, and ROCr renumbers the visible
-    ones from 0, so ROCR_VISIBLE_DEVICES is dropped (keeping "2,3" would select GPUs that do not exist
-    in there). When the host's facts do not map an index to a render node, it falls back to /dev/dri plus
-    ROCR_VISIBLE_DEVICES.
+  - GPUs: by default every GPU of the recipe's arch and no other = /dev/kfd + the render nodes of those GPUs
+    (ROCm docs, "Restricting GPU access": pass only the chosen /dev/dri/renderD* nodes). An RX 7900 XTX
+    host with the Ryzen iGPU (gfx1036) enabled would otherwise hand the container both, and the image's
+    entrypoint stops on the iGPU. A subset (GPUS=2,3) = /dev/kfd + only the render nodes of those GPUs. The
+    KFD driver refuses a GPU whose render node the container cannot open, so the job cannot touch the other
+    cards at all, and ROCr renumbers the visible ones from 0, so ROCR_VISIBLE_DEVICES is dropped (keeping
+    "2,3" would select GPUs that do not exist in there). When the host's facts do not map a GPU to a render
+    node, it falls back to /dev/dri (plus ROCR_VISIBLE_DEVICES for a subset).
+  - ROCMFT_ARCHES (GPU arches): the arch table's GPU arches, so that the image's entrypoint suggests an image
+    only for an arch rocmft builds (never ARCH=gfx1036 for an iGPU).
   - Groups by GID, not name: the image's /etc/group does not know the host's video/render GIDs.
   - `ipc=host` for training only: RCCL and PyTorch pass tensors between the ranks of one node through shared
     memory; AMD's ROCm container instructions use it (a private /dev/shm would be 64 MB by default). A
@@ -40,6 +44,7 @@ import posixpath
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from ... import arches
 from ...arches import Arch
 from ...host import DRI, KFD, HostFacts
 from ...recipes import SECRET_ENV
@@ -199,12 +204,13 @@ def container_spec(
     cap_add: tuple[str, ...] = ()
     ulimits: tuple[Ulimit, ...] = ()
     if arch.is_gpu:
-        nodes = host.render_nodes(plan.visible_devices) if plan.visible_devices else None
+        nodes = host.render_nodes(arch_gpu_indices(arch, host, plan.visible_devices))
         if nodes:
             devices = (KFD, *nodes)
             env.pop("ROCR_VISIBLE_DEVICES", None)  # only these GPUs exist in there, numbered from 0
         else:
             devices = (KFD, DRI)  # every GPU, or a subset by ROCR_VISIBLE_DEVICES when nodes are unknown
+        env["ROCMFT_ARCHES"] = " ".join(a.name for a in arches.table().values() if a.is_gpu)
         group_add = tuple(dict.fromkeys(str(g) for g in (host.video_gid, host.render_gid) if g is not None))
         if training:
             ipc_mode, shm_size = "host", None
@@ -240,6 +246,14 @@ def container_spec(
         init=True,
         interactive=interactive,
     )
+
+
+def arch_gpu_indices(arch: Arch, host: HostFacts, selected: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The host GPUs a container for `arch` gets: the selection (GPUS=), else every GPU of that arch.
+    Empty when the host's facts list none of that arch (then /dev/dri: the entrypoint says what it sees)."""
+    if selected:
+        return tuple(selected)
+    return tuple(str(g.index) for g in host.gpus_of(arch.name))
 
 
 def docker_run_argv(spec: ContainerSpec, *, tty: bool = False) -> list[str]:

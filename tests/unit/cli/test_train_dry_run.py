@@ -1,0 +1,81 @@
+"""`make train ... DRY_RUN=1` on a machine with no GPU, no Docker daemon (DOCKER_HOST points at nothing) and no
+Slurm (no sbatch on PATH): the whole launch plan is printed, the exit code is 0, and nothing is written outside
+the run dir (a marker's mtime against every file of the project and of HOME)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PYTHON, ROOT
+
+NO_SBATCH_PATH = "/usr/bin:/bin"
+
+
+def bare_host_env(tmp_path: Path) -> dict[str, str]:
+    assert not any(Path(d, "sbatch").exists() for d in NO_SBATCH_PATH.split(":")), "this PATH must hold no sbatch"
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "HF_HOME", "ROCR_VISIBLE_DEVICES")}
+    env.update(DOCKER_HOST=f"unix://{tmp_path}/no-daemon.sock", PATH=NO_SBATCH_PATH, HOME=str(home),
+               ROCMFT_RUNS=str(tmp_path / "runs"), HF_HUB_OFFLINE="1")
+    return env
+
+
+def written_since(marker: float, *roots: Path) -> list[str]:
+    skip = {".venv", ".git", "__pycache__", ".pytest_cache"}
+    found = []
+    for root in roots:
+        for path in root.rglob("*"):
+            if skip & set(path.relative_to(root).parts):
+                continue
+            if path.is_file() and path.stat().st_mtime > marker:
+                found.append(str(path))
+    return found
+
+
+def only_run_dir(tmp_path: Path, marker: float) -> Path:
+    [run_dir] = list((tmp_path / "runs").iterdir())
+    assert written_since(marker, ROOT, tmp_path / "home") == []
+    assert '"state": "rendered"' in (run_dir / "status.json").read_text()
+    return run_dir
+
+
+def test_make_train_docker_dry_run_prints_the_container_with_no_daemon_and_no_gpu(tmp_path):
+    env = bare_host_env(tmp_path)
+    marker = time.time() - 1
+    proc = subprocess.run(["make", "--no-print-directory", "train", "RECIPE=llama3-8b-z3", "RUNTIME=docker", "DRY_RUN=1"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for part in ("image: rocmft:", "devices: /dev/kfd", "groups:", "environment:", "HIP_FORCE_DEV_KERNARG=1",
+                 "ROCMFT_ARCHES=gfx942", "mounts:", f"{ROOT} -> {ROOT} (ro)", "argv: python -m torch.distributed.run",
+                 "--nproc_per_node 8", "as a docker run line: docker run --rm --pull=never",
+                 "on THIS host a launch would stop here"):
+        assert part in out, part
+    run_dir = only_run_dir(tmp_path, marker)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["container.json", "ds_config.json", "plan.json",
+                                                         "recipe.resolved.yaml", "status.json", "train.yaml",
+                                                         "versions.json"]
+
+
+@pytest.mark.parametrize("runtime, shown", [
+    ("local", ["argv: ", "-m torch.distributed.run", "(unset) ROCR_VISIBLE_DEVICES"]),
+    ("slurm", ["sbatch script: ", "sbatch.sh", "not submitted"]),
+    ("k8s", ["PyTorchJob: ", "pytorchjob.yaml"]),
+])
+def test_train_dry_run_other_runtimes_with_no_slurm_and_no_daemon(tmp_path, runtime, shown):
+    env = bare_host_env(tmp_path)
+    assert shutil.which("sbatch", path=env["PATH"]) is None
+    marker = time.time() - 1
+    proc = subprocess.run([PYTHON, "-m", "rocmft.cli.main", "train", "llama3-8b-z3", "--runtime", runtime, "--no-plan"],
+                          cwd=ROOT, env={**env, "DRY_RUN": "1"}, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for part in shown:
+        assert part in proc.stdout, (part, proc.stdout)
+    only_run_dir(tmp_path, marker)
