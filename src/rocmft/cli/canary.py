@@ -22,9 +22,8 @@ HELP = "train the tiny model a few steps with the recipe's numerics and an fp32 
 
 
 def add_arguments(parser) -> None:
-    train.add_arguments(parser)  # the recipe, runtime and GPU options of `rocmft train`
+    train.add_arguments(parser)  # the recipe, runtime and GPU options of `rocmft train` (--dry-run: the runs it would make)
     parser.add_argument("--steps", default=str(canary.STEPS), help=f"optimizer steps per run (default {canary.STEPS})")
-    parser.add_argument("--dry-run", action="store_true", help="print the runs it would make (numerics, model) and stop")
 
 
 def variants(recipe: recipes.Recipe) -> tuple[canary.Numerics, canary.Numerics, list[tuple[str, canary.Numerics, str]]]:
