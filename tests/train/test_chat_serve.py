@@ -137,6 +137,32 @@ def test_make_chat_prompt_prints_an_answer(env, run):
     assert f"{run}/output, template llama3 (local)" in proc.stderr
 
 
+def test_the_prompt_is_in_no_command_line_but_makes_own(env, run, tmp_path):
+    """Every local user reads every command line (`ps`): while `make chat PROMPT=` runs, the real job
+    (rocmft.serve.ask) and the CLI before it name a private file, and only make's own argv holds the prompt
+    (docs/security.md says so, and offers PROMPT_FILE=). The file is gone when the answer is printed."""
+    import re
+    import uuid
+
+    secret = f"my private question {uuid.uuid4().hex}"
+    mark = processes.Mark(processes.TEST_VAR)
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        proc = subprocess.Popen(["make", "-s", "chat", f"RUN={run}", f"PROMPT={secret}", "SET=max_new_tokens=8 do_sample=false"],
+                                cwd=ROOT, env=mark.env(env), stdout=out, stderr=err)
+        try:
+            seen = processes.command_lines_until_exit(proc, mark)
+        finally:
+            mark.stop()
+    assert proc.wait() == 0, (tmp_path / "err").read_text()[-3000:]
+    assert (tmp_path / "out").read_text().strip()
+    assert {pid for pid, line in seen if secret in line} == {proc.pid}, sorted(seen)  # make's alone
+    asks = [line for _, line in seen if "-m rocmft.serve.ask --prompt-file=" in line]
+    assert asks, sorted(seen)  # the job was seen: this test can fail
+    assert any(" chat " in line and "--prompt-file=-" in line for _, line in seen), sorted(seen)  # the CLI
+    prompt_file = Path(re.search(r"--prompt-file=(\S+)", asks[0]).group(1))
+    assert prompt_file.parent.parent == ROOT / ".cache" / "serve" and not prompt_file.parent.exists()
+
+
 def test_make_chat_last_with_the_merged_export(env, run):
     copy = Path(env["ROCMFT_RUNS"]) / "talk-merged"
     shutil.copytree(run, copy)  # export writes into the run; `last` is the newest run in this module's runs

@@ -98,16 +98,18 @@ def lf_argv(args: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt: str | None = None,
+def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt_file: str | None = None,
          base_too: bool = False) -> ServePlan:
+    """`prompt_file`: one answer to the prompt in that file (serve/private_file.py: a prompt in argv would be
+    in every local user's `ps`); without it, the interactive chat."""
     args = infer_args(target, settings)
-    if prompt is None:
+    if prompt_file is None:
         argv = (CLI, "chat", *lf_argv(args))
         kind = "chat"
     else:
         # LLaMA-Factory's chat CLI is a REPL; one answer for a script comes from its ChatModel (ask.py).
-        argv = ("python", "-m", "rocmft.serve.ask", f"--prompt={prompt}", *(["--base-too"] if base_too else []),
-                "--", *lf_argv(args))
+        argv = ("python", "-m", "rocmft.serve.ask", f"--prompt-file={prompt_file}",
+                *(["--base-too"] if base_too else []), "--", *lf_argv(args))
         kind = "ask"
     env = {"PYTHONUNBUFFERED": "1"}
     if kind == "ask" and runtime == "docker":

@@ -25,6 +25,7 @@ SWITCHES = set(re.findall(r"\$\(call is_set,\$\((\w+)\)\)", TEXT)) | set(re.find
 USER_VARS = sorted({v for v in re.findall(r"^([A-Z][A-Z0-9_]*)\s*\?=", TEXT, re.MULTILINE) if not v.endswith("_FLAGS")}
                    | set(re.findall(r"\$\(call from_cmdline,(\w+)\)", TEXT)) | {"VERBOSE"})
 LISTS = {"FILES"}  # words: each file one argument
+STDIN = {"PROMPT"}  # on the CLI's stdin, never in an argv (`ps` shows every command line to every user)
 
 
 def payload(name: str, side: Path) -> str:
@@ -58,6 +59,11 @@ def test_every_target_hands_every_variable_over_byte_for_byte(job_env, recorder,
                     words = [arg for arg in call["argv"] if arg in value.split()]
                     assert words in ([], value.split()), f"make {target}: {name} arrived as {call['argv']}"
                     arrived[name].update([target] if words else [])
+                    continue
+                if name in STDIN:
+                    assert not any(f"<{name}>" in arg for arg in call["argv"]), f"make {target}: {name} in argv"
+                    if call["stdin"] == value:
+                        arrived[name].add(target)
                     continue
                 for arg in call["argv"]:
                     if f"<{name}>" in arg:  # the value itself or `--flag=VALUE`, exactly

@@ -57,7 +57,7 @@ def test_chat_on_gfx942_with_two_gpus_and_a_run_dir_outside_the_project(runs_dir
 
 def test_cpu_container_drops_the_one_thread_per_rank_setting(runs_dir):
     t = target.load(make_run(runs_dir, "r1"))
-    one = plan.chat(t, {}, "docker", prompt="hi")
+    one = plan.chat(t, {}, "docker", prompt_file=f"{ROOT}/.cache/serve/in-x/text")
     spec = docker.container(one, A["cpu"], laptop(runs_dir=str(runs_dir)), image="rocmft:cpu", caller_env={})
     assert spec.devices == () and spec.shm_size == "2g" and spec.cap_add == ()
     assert "OMP_NUM_THREADS" not in spec.environment and spec.environment["DS_ACCELERATOR"] == "cpu"

@@ -30,11 +30,11 @@ def test_chat_is_llamafactory_cli_chat_and_a_prompt_is_one_answer_from_its_chat_
     assert list(repl.argv[2:]) == ["--model_name_or_path", "models/tiny-llama", "--adapter_name_or_path",
                                    f"{runs_dir}/r1/output", "--finetuning_type", "lora", "--template", "llama3",
                                    "--infer_backend", "huggingface", "--flash_attn", "sdpa", "--do_sample", "false"]
-    one = plan.chat(t, {}, "docker", prompt="-hi, 'you'")
-    assert one.argv[:4] == ("python", "-m", "rocmft.serve.ask", "--prompt=-hi, 'you'") and one.argv[4] == "--"
+    one = plan.chat(t, {}, "docker", prompt_file="/p/.cache/serve/in-x/text")
+    assert one.argv[:5] == ("python", "-m", "rocmft.serve.ask", "--prompt-file=/p/.cache/serve/in-x/text", "--")
     assert not one.interactive
     assert one.env["PYTHONPATH"] == "src"  # the mounted checkout's ask.py, whatever the image holds
-    assert "PYTHONPATH" not in plan.chat(t, {}, "local", prompt="hi").env
+    assert "PYTHONPATH" not in plan.chat(t, {}, "local", prompt_file="f").env
 
 
 def test_api_binds_the_asked_host_in_both_runtimes_and_always_takes_a_key_by_name(runs_dir):
