@@ -87,3 +87,12 @@ def test_a_prompt_file_that_cannot_be_read_and_a_prompt_given_twice(env, tmp_pat
     errors = assert_refused(rocmft("chat", "ok", "--prompt=hi", f"--prompt-file={tmp_path}/q.txt", env=env),
                             "error: PROMPT: a prompt given twice (PROMPT= and PROMPT_FILE=)")
     assert len(errors) == 1
+
+
+def test_a_short_api_key_is_refused_in_one_line_and_nothing_starts(env, tmp_path):
+    make_run(tmp_path / "runs", "ok")
+    short = "abc123-short"  # 12 characters
+    proc = rocmft("serve", "ok", "--port", "nope", env={**env, "ROCMFT_API_KEY": short})
+    errors = assert_refused(proc, "error: ROCMFT_API_KEY: the key is 12 characters long: at least 16",
+                            "error: PORT: `nope` is not a TCP port")  # with every other problem of the command line
+    assert len(errors) == 2 and short not in proc.stderr

@@ -95,7 +95,7 @@ def test_an_empty_variable_adds_no_argument(job_env, recorder):
     assert [c["argv"] for c in recorder.calls()] == [["copy", "tiny-cpu"], ["image"]]
 
 
-@pytest.mark.parametrize("name", ["API_KEY", "HF_TOKEN", "WANDB_API_KEY", "MY_SECRET_THING", "DB_PASSWORD"])
+@pytest.mark.parametrize("name", ["ROCMFT_API_KEY", "API_KEY", "HF_TOKEN", "WANDB_API_KEY", "MY_SECRET_THING", "DB_PASSWORD"])
 def test_a_secret_on_makes_command_line_is_refused(job_env, recorder, name):
     proc = recorder.make("serve", f"{name}=s3cr3t-value", env=job_env)
     assert proc.returncode == 2 and recorder.calls() == []

@@ -1,6 +1,7 @@
 """RUNTIME=docker for chat/serve/webui as data (no daemon here): the training container of the arch
 (launch/docker's spec: devices, groups, user) running LLaMA-Factory; a server on the host's network bound
-to the asked host (no bridge address), no host IPC, the checkout read-only; API_KEY by name, never written."""
+to the asked host (no bridge address), no host IPC, the checkout read-only; API_KEY (the server's key, set from
+ROCMFT_API_KEY by cli/serve.py) by name, never written."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def test_api_on_gfx942_binds_the_host_on_the_hosts_network(runs_dir):
     spec = docker.container(api, A["gfx942"], mi300x_node(runs_dir=str(runs_dir)), image="rocmft:gfx942",
                             caller_env=CALLER, launcher_pid=4242)
     assert spec.network_mode == "host" and spec.environment["API_HOST"] == "127.0.0.1"
-    assert spec.command[:2] == ("llamafactory-cli", "api") and "--max_new_tokens" in spec.command
+    assert spec.command[:3] == ("python", "-m", "rocmft.serve.api") and "--max_new_tokens" in spec.command
+    assert spec.environment["PYTHONPATH"] == "src"
     assert spec.devices == ("/dev/kfd", "/dev/dri") and spec.group_add == ("44", "109")
     # a server: no host IPC; Docker's seccomp profile with the NUMA calls ROCr needs (CAP_SYS_NICE)
     assert spec.ipc_mode is None and spec.shm_size == "2g" and spec.cap_add == ("SYS_NICE",)
