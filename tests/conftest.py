@@ -171,14 +171,22 @@ EVAL_ROWS = 8  # fewer than tiny-cpu holds out, so the cap is exercised; generat
 
 @pytest.fixture(scope="session")
 def evaluated_run(trained_run: TrainedRun, tmp_path_factory):
-    """(run dir, env, what `make -s eval RUN=last N=EVAL_ROWS` printed) for a copy of the shared run."""
+    """(run dir, env, what `make -s eval RUN=last N=EVAL_ROWS` printed, the command lines seen while it ran) for
+    a copy of the shared run."""
     tmp = tmp_path_factory.mktemp("eval")
     env = make_env(tmp)
     run = trained_run.copy_to(tmp / "runs", "evaluated")  # eval writes into the run dir: never the shared one
-    proc = subprocess.run(["make", "-s", "eval", "RUN=last", f"N={EVAL_ROWS}"], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    return run, env, proc.stdout
+    mark = processes.Mark(processes.TEST_VAR)
+    with open(tmp / "out", "w") as out:
+        proc = subprocess.Popen(["make", "-s", "eval", "RUN=last", f"N={EVAL_ROWS}"], cwd=ROOT, env=mark.env(env),
+                                stdout=out, stderr=subprocess.STDOUT)
+        try:
+            seen = processes.command_lines_until_exit(proc, mark)
+        finally:
+            mark.stop()
+    output = (tmp / "out").read_text()
+    assert proc.wait() == 0, output[-3000:]
+    return run, env, output, seen
 
 
 # ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)

@@ -75,6 +75,17 @@ class Mark:
         return seen
 
 
+def command_lines_until_exit(proc, mark: Mark, every: float = 0.05) -> set[tuple[int, str]]:
+    """(pid, command line) of every process carrying `mark`, sampled until `proc` ends: what `ps` showed every
+    local user of the processes a test started (a pid is seen again after an exec changes its line)."""
+    seen: set[tuple[int, str]] = set()
+    while proc.poll() is None:
+        for pid in mark.alive():
+            seen.add((pid, command_line(pid)))
+        time.sleep(every)
+    return seen
+
+
 def ours(container, since: datetime, tmp_root: str, project: str) -> bool:
     """`tmp_root` ends with a slash: /tmp/pytest-of-root/pytest-12/ is no prefix of another run's pytest-123."""
     attrs = container.attrs

@@ -79,7 +79,7 @@ def test_make_serve_in_the_container_answers_on_loopback_only(client, cpu_image,
 
     port = free_port()
     server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "RUNTIME=docker",
-                     "SET=max_new_tokens=12 do_sample=false"], process_mark.env({**env, "API_KEY": KEY}))
+                     "SET=max_new_tokens=12 do_sample=false"], process_mark.env({**env, "ROCMFT_API_KEY": KEY}))
     server.wait_for("Ctrl-C stops it", timeout=300)
     ours = serve_containers(client, run)
     assert len(ours) == 1
@@ -98,6 +98,13 @@ def test_make_serve_in_the_container_answers_on_loopback_only(client, cpu_image,
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0) \
             .chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}])
+    import urllib.error
+    import urllib.request
+
+    for path in ("/docs", "/openapi.json"):  # the checkout's serve/api.py in the image: FastAPI's keyless docs gone
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(f"http://127.0.0.1:{port}{path}", timeout=10)
+        assert refused.value.code == 404, path
     # the attack: another container on the bridge, at the host's bridge address and at the server's own
     gateway = bridge_gateway(client)
     targets = [gateway] + [n["IPAddress"] for n in container.attrs["NetworkSettings"]["Networks"].values() if n["IPAddress"]]

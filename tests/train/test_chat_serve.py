@@ -5,7 +5,9 @@
 - `make serve` on 127.0.0.1 and a free port: the real `openai` client gets a chat completion and a
   streamed one; SIGTERM to the make process group (what a terminal's Ctrl-C reaches) and SIGINT to the
   rocmft process alone both leave nothing listening and no process behind;
-- with API_KEY set, a request without the key is refused (401) and one with it answered.
+- with ROCMFT_API_KEY set, a request without the key is refused (401) and one with it answered; FastAPI's
+  /docs, /redoc and /openapi.json are not there (404); a generic API_KEY exported for another service is never
+  the server's key.
 
 They talk to the session's trained tiny-cpu run (`trained_run`, tests/conftest.py), read-only; answers are
 greedy (SET=do_sample=false), so what a random-ish tiny model says is the same on every run of the tests.
@@ -124,9 +126,9 @@ def chat(env, run: Path, prompt: str, *extra: str) -> subprocess.CompletedProces
 
 
 def generated_key(server: Server) -> str:
-    """The key a server generated when no API_KEY was exported: printed once, as an export line."""
-    [line] = [ln for ln in server.lines if "export API_KEY=" in ln]
-    return line.split("export API_KEY=", 1)[1].strip()
+    """The key a server generated when no ROCMFT_API_KEY was exported: printed once, as an export line."""
+    [line] = [ln for ln in server.lines if "export ROCMFT_API_KEY=" in ln]
+    return line.split("export ROCMFT_API_KEY=", 1)[1].strip()
 
 
 def test_make_chat_prompt_prints_an_answer(env, run):
@@ -135,6 +137,32 @@ def test_make_chat_prompt_prints_an_answer(env, run):
     assert proc.stdout.strip(), proc.stderr
     assert "[rocmft]" not in proc.stdout and "INFO" not in proc.stdout  # stdout is the answer alone
     assert f"{run}/output, template llama3 (local)" in proc.stderr
+
+
+def test_the_prompt_is_in_no_command_line_but_makes_own(env, run, tmp_path):
+    """Every local user reads every command line (`ps`): while `make chat PROMPT=` runs, the real job
+    (rocmft.serve.ask) and the CLI before it name a private file, and only make's own argv holds the prompt
+    (docs/security.md says so, and offers PROMPT_FILE=). The file is gone when the answer is printed."""
+    import re
+    import uuid
+
+    secret = f"my private question {uuid.uuid4().hex}"
+    mark = processes.Mark(processes.TEST_VAR)
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        proc = subprocess.Popen(["make", "-s", "chat", f"RUN={run}", f"PROMPT={secret}", "SET=max_new_tokens=8 do_sample=false"],
+                                cwd=ROOT, env=mark.env(env), stdout=out, stderr=err)
+        try:
+            seen = processes.command_lines_until_exit(proc, mark)
+        finally:
+            mark.stop()
+    assert proc.wait() == 0, (tmp_path / "err").read_text()[-3000:]
+    assert (tmp_path / "out").read_text().strip()
+    assert {pid for pid, line in seen if secret in line} == {proc.pid}, sorted(seen)  # make's alone
+    asks = [line for _, line in seen if "-m rocmft.serve.ask --prompt-file=" in line]
+    assert asks, sorted(seen)  # the job was seen: this test can fail
+    assert any(" chat " in line and "--prompt-file=-" in line for _, line in seen), sorted(seen)  # the CLI
+    prompt_file = Path(re.search(r"--prompt-file=(\S+)", asks[0]).group(1))
+    assert prompt_file.parent.parent == ROOT / ".cache" / "serve" and not prompt_file.parent.exists()
 
 
 def test_make_chat_last_with_the_merged_export(env, run):
@@ -180,10 +208,10 @@ def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_s
 
     port = free_port()
     server = Server([PYTHON, "-m", "rocmft.cli.main", "serve", str(run), "--port", str(port),
-                     "--set", "max_new_tokens=8 do_sample=false"], process_mark.env({**env, "API_KEY": KEY}))
+                     "--set", "max_new_tokens=8 do_sample=false"], process_mark.env({**env, "ROCMFT_API_KEY": KEY}))
     server.wait_for("Ctrl-C stops it")
-    assert KEY not in "\n".join(server.lines)  # by name only: `Bearer $API_KEY`
-    assert any('-H "Authorization: Bearer $API_KEY"' in line for line in server.lines)
+    assert KEY not in "\n".join(server.lines)  # by name only: `Bearer $ROCMFT_API_KEY`
+    assert any('-H "Authorization: Bearer $ROCMFT_API_KEY"' in line for line in server.lines)
     anonymous = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         anonymous.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}])
@@ -194,16 +222,22 @@ def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_s
     with pytest.raises(urllib.error.HTTPError) as refused:  # no Authorization header at all
         direct.open(f"http://127.0.0.1:{port}/v1/models", timeout=10)
     assert refused.value.code == 401
+    for path in ("/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"):  # FastAPI's, keyless: removed
+        for headers in ({}, {"Authorization": f"Bearer {KEY}"}):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                direct.open(urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers), timeout=10)
+            assert refused.value.code == 404, path
     keyed = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
     assert keyed.chat.completions.create(model=run.name, messages=[{"role": "user", "content": "hi"}]).choices
     assert server.stop(signal.SIGINT, group=False) == 0  # the launcher alone: it stops its server itself
     assert_nothing_left(server, port)
 
 
-def test_without_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(env, run):
+def test_without_rocmft_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(env, run):
     """LLaMA-Factory's API allows every CORS origin: a page on any site, open in the user's browser, could
     post to 127.0.0.1 and read the answer. A request carrying a foreign Origin and no key is refused; the
-    real openai client with the generated key is answered; the request log is the user's alone."""
+    real openai client with the generated key is answered; the request log is the user's alone. A generic
+    API_KEY exported for another service is not the server's key (LLaMA-Factory reads API_KEY: it was)."""
     import json
     import stat
     import urllib.error
@@ -212,11 +246,15 @@ def test_without_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(en
     import openai
 
     port = free_port()
+    another = "sk-another-services-key-0123456789"
     server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "SET=max_new_tokens=8 do_sample=false"],
-                    {k: v for k, v in env.items() if k != "API_KEY"})
+                    {**{k: v for k, v in env.items() if k != "ROCMFT_API_KEY"}, "API_KEY": another})
     server.wait_for("Ctrl-C stops it")
     key = generated_key(server)
     assert len(key) >= 32 and sum(key in line for line in server.lines) == 1  # printed once
+    assert any("the API_KEY in your environment is not used" in line for line in server.lines)
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=another, max_retries=0).models.list()
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     body = json.dumps({"model": run.name, "messages": [{"role": "user", "content": "hi"}]}).encode()
     for path, data in (("/v1/chat/completions", body), ("/v1/models", None)):

@@ -12,6 +12,8 @@ import json
 import math
 import subprocess
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import EVAL_ROWS, ROOT
@@ -26,12 +28,25 @@ def evaluated(evaluated_run):
     return evaluated_run
 
 
+def test_the_eval_spec_is_in_no_command_line(evaluated):
+    """Every local user reads every command line (`ps`): the real job names a private file that holds its spec
+    (the run's models, data and settings), gone when eval.json is written."""
+    import re
+
+    *_, seen = evaluated
+    jobs = [line for _, line in seen if "-m rocmft.evaluate.job" in line]
+    assert jobs and all(re.search(r"--spec-file=\S+$", line) for line in jobs), sorted(seen)  # seen: it can fail
+    assert not [line for _, line in seen if "predict_with_generate" in line or '"passes"' in line], sorted(seen)
+    spec_file = Path(re.search(r"--spec-file=(\S+)", jobs[0]).group(1))
+    assert spec_file.parent.parent == ROOT / ".cache" / "serve" and not spec_file.parent.exists()
+
+
 def test_the_run_logged_an_eval_loss_curve_while_training(trained_run):
     assert [e for e in trained_run.trainer_log() if "eval_loss" in e], "val_size held rows out: eval_loss is logged"
 
 
 def test_the_tuned_model_beats_its_base_on_the_held_out_rows(evaluated):
-    run, _, out = evaluated
+    run, _, out, _ = evaluated
     report = json.loads((run / "eval.json").read_text())
     base, tuned = report["base"], report["tuned"]
     assert tuned["eval_loss"] < base["eval_loss"], out
@@ -46,7 +61,7 @@ def test_the_tuned_model_beats_its_base_on_the_held_out_rows(evaluated):
 
 
 def test_the_markdown_table_and_make_runs_show_it(evaluated):
-    run, env, _ = evaluated
+    run, env, _, _ = evaluated
     table = (run / "eval.md").read_text()
     assert "| metric | base | tuned |" in table and "| bleu-4 |" in table and "**Example 1.**" in table
     tuned = json.loads((run / "eval.json").read_text())["tuned"]["eval_loss"]

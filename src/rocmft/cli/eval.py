@@ -49,10 +49,9 @@ def plan_for(args, env=None):
     raise ProblemReport(problems)
 
 
-def job(s, built):
-    """The job as a serve plan (reusing chat's runtimes): `python -m rocmft.evaluate.job --spec=...`."""
-    import json
-
+def job(s, built, spec_file: str):
+    """The job as a serve plan (reusing chat's runtimes): `python -m rocmft.evaluate.job --spec-file=...`, the
+    spec in a private file (serve/private_file.py): in argv, every local user's `ps` would show it."""
     from ..serve.plan import ServePlan
 
     env = {"PYTHONUNBUFFERED": "1"}
@@ -60,11 +59,26 @@ def job(s, built):
         env["PYTHONPATH"] = "src"  # the mounted checkout's rocmft, as `make chat PROMPT=` in a container
     # the tuned pass's arguments name every model and adapter the container must see (its mounts)
     return ServePlan("eval", s.runtime, s.arch.name,
-                     ("python", "-m", "rocmft.evaluate.job", f"--spec={json.dumps(built.spec())}"), env,
+                     ("python", "-m", "rocmft.evaluate.job", f"--spec-file={spec_file}"), env,
                      infer_args=built.passes["tuned.loss"], name=s.target.name)
 
 
 def run(args) -> int:
+    import json
+    import os
+
+    from ..serve import private_file
+
+    verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
+    s, built = plan_for(args)
+    if args.print_runtime:
+        print(s.runtime)
+        return 0
+    with private_file.holding(json.dumps(built.spec())) as spec_file:
+        return _evaluate(s, built, job(s, built, str(spec_file)), args.image, verbose)
+
+
+def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
     import json
     import os
     import sys
@@ -73,12 +87,6 @@ def run(args) -> int:
     from ..problems import raise_if_errors
     from ..serve import local
 
-    verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
-    s, built = plan_for(args)
-    if args.print_runtime:
-        print(s.runtime)
-        return 0
-    plan = job(s, built)
     messages = list(s.messages)
     if s.runtime == "local":
         messages += raise_if_errors(local.check(plan, s.arch))
@@ -91,7 +99,7 @@ def run(args) -> int:
     else:
         from ..serve import docker
 
-        client, spec = docker.prepare(plan, s.arch, image_ref=args.image, gpus=s.gpus, caller_env=os.environ)
+        client, spec = docker.prepare(plan, s.arch, image_ref=image, gpus=s.gpus, caller_env=os.environ)
         code, out, tail = docker.ask(client, spec, os.environ, verbose=verbose)
     if code != 0:
         for line in tail:

@@ -1,11 +1,13 @@
-"""`rocmft serve RUN`: LLaMA-Factory's OpenAI-compatible API for a run (`llamafactory-cli api`), on
-127.0.0.1 by default, in the run's runtime; Ctrl-C/SIGTERM stops it (and removes its container)."""
+"""`rocmft serve RUN`: LLaMA-Factory's OpenAI-compatible API for a run (its API app, serve/api.py), on
+127.0.0.1 by default, in the run's runtime, behind ROCMFT_API_KEY (or a key generated and printed once);
+Ctrl-C/SIGTERM stops it (and removes its container)."""
 
 from __future__ import annotations
 
 from .common import add_listen_arguments, add_where_arguments
 
-HELP = "serve a run over LLaMA-Factory's OpenAI-compatible API (127.0.0.1:8000; always behind a key: API_KEY or one generated)"
+HELP = ("serve a run over LLaMA-Factory's OpenAI-compatible API (127.0.0.1:8000; always behind a key: "
+        "ROCMFT_API_KEY or one generated)")
 
 
 def add_arguments(parser) -> None:
@@ -26,6 +28,10 @@ def run(args) -> int:
 
     host = (args.host or "127.0.0.1").strip()
     port, problems = plan.parse_port(args.port, plan.API_PORT)
+    # LLaMA-Factory's API allows every CORS origin: without a key, any web page open in this user's browser
+    # could use the model. No ROCMFT_API_KEY exported: one for this server, printed once, passed by name.
+    env, generated, key_problems = plan.api_key_env(os.environ)
+    problems += key_problems
     try:
         s = session.for_run(args.run, args.set_string, args.runtime, args.gpus)
         if args.print_runtime:
@@ -33,24 +39,21 @@ def run(args) -> int:
             return 0
     except ProblemReport as report:
         raise ProblemReport([*report.problems, *problems]) from None
-    raise_if_errors(problems)
+    notes = raise_if_errors(problems)
     api = plan.api(s.target, s.settings, s.runtime, host, port)
     busy = ports.port_problem(host, port)
-    messages = [*s.messages, *raise_if_errors([busy] if busy else [])]
+    messages = [*s.messages, *notes, *raise_if_errors([busy] if busy else [])]
     messages += plan.exposure(api)
-    # LLaMA-Factory's API allows every CORS origin: without a key, any web page open in this user's browser
-    # could use the model. No API_KEY exported: one for this server, printed once, passed by name.
-    env, generated = plan.with_secret(os.environ, "API_KEY")
 
     def ready_lines() -> list[str]:
-        key = (f"API key (generated for this server; export API_KEY to choose one): export API_KEY={generated}"
-               if generated else "API key: your API_KEY")
+        key = (f"API key (generated for this server; export {plan.KEY_ENV} to choose one): "
+               f"export {plan.KEY_ENV}={generated}" if generated else f"API key: your {plan.KEY_ENV}")
         return [f"serving {s.target.name} as model `{api.name}`: {s.target.what}, template {s.target.template}",
                 f"OpenAI base URL: {api.url}", key, f"try: {plan.curl_line(api)}", "Ctrl-C stops it"]
 
     return start(api, s.arch, s.gpus, args, messages, ready_lines, env,
                  loading=f"loading {s.target.what} ({s.runtime}) ...",
-                 probe=lambda url: ports.serves_model(url, env["API_KEY"], api.name))
+                 probe=lambda url: ports.serves_model(url, env[plan.SERVER_KEY_ENV], api.name))
 
 
 def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str, probe=None) -> int:

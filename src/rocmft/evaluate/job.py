@@ -1,7 +1,8 @@
-"""`python -m rocmft.evaluate.job --spec=JSON`: the eval passes, run where the model runs (this venv or the
+"""`python -m rocmft.evaluate.job --spec-file=PATH`: the eval passes, run where the model runs (this venv or the
 arch's image), by LLaMA-Factory's own SFT workflow (`run_exp` with do_eval / do_predict). Prints one JSON
 object on stdout (metrics and example answers per pass); every library line goes to stderr, as in serve/ask.py.
-The run dir is not written here: the host writes eval.json from this output.
+The run dir is not written here: the host writes eval.json from this output. The spec (JSON) comes in a private
+file (serve/private_file.py), never in argv, where every local user's `ps` would show it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from ..serve.private_file import read
 
 
 def _capped_loader(get_dataset, rows: int):
@@ -50,8 +53,9 @@ def run_pass(args: dict[str, Any], rows: int | None, out: Path) -> dict[str, Any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocmft.evaluate.job")
-    parser.add_argument("--spec", required=True, help="the plan's passes as JSON (rocmft.evaluate.plan)")
-    spec = json.loads(parser.parse_args(argv).spec)
+    parser.add_argument("--spec-file", required=True,
+                        help="a file holding the plan's passes as JSON (rocmft.evaluate.plan, serve/private_file.py)")
+    spec = json.loads(read(parser.parse_args(argv).spec_file))
 
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # libraries that hold sys.stdout print to stderr; stdout carries the JSON alone

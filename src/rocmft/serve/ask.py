@@ -1,9 +1,10 @@
-"""`python -m rocmft.serve.ask --prompt=TEXT -- <LLaMA-Factory inference args>`: one answer, on stdout.
+"""`python -m rocmft.serve.ask --prompt-file=PATH -- <LLaMA-Factory inference args>`: one answer, on stdout.
 
 Runs where the model runs (this venv, or the arch's image), like the training worker. LLaMA-Factory's chat
 CLI is a REPL; a script wants one answer, so this asks LLaMA-Factory's own ChatModel (the engine behind
 `llamafactory-cli chat` and `api`) once. Everything the libraries print while loading goes to stderr, at
-the file-descriptor level, so stdout holds the answer alone.
+the file-descriptor level, so stdout holds the answer alone. The prompt comes in a private file
+(serve/private_file.py), never in argv, where every local user's `ps` would show it.
 
 `--base-too`: the base model answers first, then the run's adapters are merged into it as LLaMA-Factory
 merges them for inference (model/adapter.py: PeftModel.from_pretrained, merge_and_unload) and the tuned model
@@ -17,6 +18,8 @@ import argparse
 import json
 import os
 import sys
+
+from .private_file import read
 
 
 def _without_adapters(lf_args: list[str]) -> tuple[list[str], list[str]]:
@@ -50,11 +53,12 @@ def _merge(model, adapters: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocmft.serve.ask")
-    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--prompt-file", required=True, help="a file holding the prompt (serve/private_file.py)")
     parser.add_argument("--base-too", action="store_true",
                         help="answer with the base model too: one JSON line {base, tuned} on stdout")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then LLaMA-Factory's inference arguments")
     ns = parser.parse_args(argv)
+    prompt = read(ns.prompt_file)
     lf_args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     adapters: list[str] = []
     if ns.base_too:
@@ -66,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         from llamafactory.chat import ChatModel
 
         model = ChatModel(lf_args)
-        text = _answer(model, ns.prompt)
+        text = _answer(model, prompt)
         if ns.base_too:
             base = text
             _merge(model, adapters)
-            text = _answer(model, ns.prompt)
+            text = _answer(model, prompt)
     finally:
         sys.stdout.flush()
         os.dup2(answer_fd, 1)

@@ -1,8 +1,9 @@
 """Pure: what `make chat`, `make serve` and `make webui` run, as data (argv, environment, ports, URL).
 
-LLaMA-Factory's own entry points do the work: `llamafactory-cli chat|api|webui`, which read their model
-arguments from the command line (`--model_name_or_path ...`, HfArgumentParser) and their network settings
-from the environment: `API_HOST`, `API_PORT`, `API_KEY`, `API_MODEL_NAME` (llamafactory/api/app.py) and
+LLaMA-Factory's own entry points do the work: `llamafactory-cli chat|webui` and its API app (through
+serve/api.py, which removes FastAPI's keyless /docs and /openapi.json), which read their model arguments from
+the command line (`--model_name_or_path ...`, HfArgumentParser) and their network settings from the
+environment: `API_HOST`, `API_PORT`, `API_KEY`, `API_MODEL_NAME` (llamafactory/api/app.py) and
 Gradio's `GRADIO_SERVER_NAME`, `GRADIO_SERVER_PORT` (llamafactory/webui/interface.py). No file is written:
 a run dir stays what the run made.
 
@@ -10,9 +11,10 @@ The argv is runtime-neutral (`llamafactory-cli`, `python`): locally the venv's b
 in a container the image's PATH finds them. Either way the server binds HOST itself (a container shares the
 host's network: serve/docker.py), so it is reachable exactly where HOST says.
 
-Who may use it (docs/security.md): the API always needs a key: the user's API_KEY, else one generated for
-this server and printed once; LLaMA-Factory allows every CORS origin, so without a key any web page open in
-the user's browser could use the model. LlamaBoard never opens a Gradio share link (an inherited
+Who may use it (docs/security.md): the API always needs a key: the user's ROCMFT_API_KEY (16 characters at
+least), else one generated for this server and printed once; LLaMA-Factory allows every CORS origin, so
+without a key any web page open in the user's browser could use the model. The server reads API_KEY, which
+rocmft sets for it alone from ROCMFT_API_KEY: a generic API_KEY exported for another service is never used. LlamaBoard never opens a Gradio share link (an inherited
 GRADIO_SHARE=1 included) and asks for a password when it listens beyond loopback (serve/llamaboard.py).
 """
 
@@ -34,6 +36,9 @@ PASSWORD_ENV = "WEBUI_PASSWORD"  # LlamaBoard's password beyond loopback (user `
 WEBUI_USER = "rocmft"
 WEBUI_PORT = 7860  # Gradio's default
 CLI = "llamafactory-cli"
+KEY_ENV = "ROCMFT_API_KEY"  # the user's key for `make serve`; the server itself reads API_KEY
+SERVER_KEY_ENV = "API_KEY"  # what LLaMA-Factory's API reads (llamafactory/api/app.py)
+MIN_KEY_CHARS = 16  # shorter is guessable; a generated key has 32 (serve/api.py refuses shorter too)
 
 
 @dataclass(frozen=True)
@@ -98,16 +103,18 @@ def lf_argv(args: Mapping[str, Any]) -> list[str]:
     return argv
 
 
-def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt: str | None = None,
+def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt_file: str | None = None,
          base_too: bool = False) -> ServePlan:
+    """`prompt_file`: one answer to the prompt in that file (serve/private_file.py: a prompt in argv would be
+    in every local user's `ps`); without it, the interactive chat."""
     args = infer_args(target, settings)
-    if prompt is None:
+    if prompt_file is None:
         argv = (CLI, "chat", *lf_argv(args))
         kind = "chat"
     else:
         # LLaMA-Factory's chat CLI is a REPL; one answer for a script comes from its ChatModel (ask.py).
-        argv = ("python", "-m", "rocmft.serve.ask", f"--prompt={prompt}", *(["--base-too"] if base_too else []),
-                "--", *lf_argv(args))
+        argv = ("python", "-m", "rocmft.serve.ask", f"--prompt-file={prompt_file}",
+                *(["--base-too"] if base_too else []), "--", *lf_argv(args))
         kind = "ask"
     env = {"PYTHONUNBUFFERED": "1"}
     if kind == "ask" and runtime == "docker":
@@ -118,11 +125,34 @@ def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt: str 
 
 
 def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, port: int) -> ServePlan:
-    """The key always goes by name (API_KEY): the caller's, or `with_secret` adds a generated one."""
+    """LLaMA-Factory's API app through serve/api.py. The key always goes by name (API_KEY, set by
+    `api_key_env` from ROCMFT_API_KEY or a generated one), never in the plan."""
     args = infer_args(target, settings)
     env = {"API_HOST": host, "API_PORT": str(port), "API_MODEL_NAME": target.name, "PYTHONUNBUFFERED": "1"}
-    return ServePlan("api", runtime, target.arch, (CLI, "api", *lf_argv(args)), env, ("API_KEY",), host, port,
-                     args, target.name)
+    if runtime == "docker":
+        env["PYTHONPATH"] = "src"  # serve/api.py from the mounted checkout, as for `ask`
+    return ServePlan("api", runtime, target.arch, ("python", "-m", "rocmft.serve.api", *lf_argv(args)), env,
+                     (SERVER_KEY_ENV,), host, port, args, target.name)
+
+
+def api_key_env(caller_env: Mapping[str, str]) -> tuple[dict[str, str], str | None, list[Problem]]:
+    """(the server's environment: the caller's with API_KEY set from ROCMFT_API_KEY, the key generated for this
+    server or None, problems). Whatever API_KEY the caller exported (another service's) is replaced: only
+    rocmft's own variable becomes the server's key. A key shorter than MIN_KEY_CHARS is refused."""
+    import secrets as random_secrets
+
+    key = caller_env.get(KEY_ENV, "")
+    problems: list[Problem] = []
+    if key and len(key) < MIN_KEY_CHARS:
+        problems.append(Problem("", KEY_ENV, f"the key is {len(key)} characters long: at least {MIN_KEY_CHARS}, or "
+                                "it can be guessed", f"export {KEY_ENV}=$(openssl rand -hex 24), or unset it "
+                                "for one generated per server"))
+    elif caller_env.get(SERVER_KEY_ENV) and not key:
+        problems.append(Problem("", SERVER_KEY_ENV, f"the {SERVER_KEY_ENV} in your environment is not used (it may "
+                                f"be another service's): rocmft's key is {KEY_ENV}", f"export {KEY_ENV} to choose "
+                                "one", severity="note"))
+    generated = None if key else random_secrets.token_urlsafe(24)
+    return {**caller_env, SERVER_KEY_ENV: key or generated}, generated, problems
 
 
 def webui(arch: str, runtime: str, host: str, port: int) -> ServePlan:
@@ -198,4 +228,4 @@ def curl_line(plan: ServePlan) -> str:
     """A line to paste: one chat completion from the running API (the key by variable, never its value)."""
     body = json.dumps({"model": plan.name, "messages": [{"role": "user", "content": "Hello!"}]})
     return (f"curl {plan.url}/chat/completions -H 'Content-Type: application/json' "
-            f'-H "Authorization: Bearer $API_KEY" -d {shlex.quote(body)}')
+            f'-H "Authorization: Bearer ${KEY_ENV}" -d {shlex.quote(body)}')

@@ -75,3 +75,24 @@ def test_a_gpu_run_on_a_host_without_its_gpus(env, tmp_path):
     make_run(tmp_path / "runs", "mi300", arch="gfx942", runtime="docker")
     errors = assert_refused(rocmft("serve", "mi300", env=env), "error: ARCH: no AMD GPU found on this host")
     assert len(errors) == 1
+
+
+def test_a_prompt_file_that_cannot_be_read_and_a_prompt_given_twice(env, tmp_path):
+    make_run(tmp_path / "runs", "ok")
+    errors = assert_refused(rocmft("chat", "nope", f"--prompt-file={tmp_path}/missing.txt", env=env),
+                            f"error: PROMPT_FILE: cannot read `{tmp_path}/missing.txt`: No such file or directory",
+                            "error: RUN: unknown run `nope`")  # every problem at once
+    assert len(errors) == 2
+    (tmp_path / "q.txt").write_text("hi")
+    errors = assert_refused(rocmft("chat", "ok", "--prompt=hi", f"--prompt-file={tmp_path}/q.txt", env=env),
+                            "error: PROMPT: a prompt given twice (PROMPT= and PROMPT_FILE=)")
+    assert len(errors) == 1
+
+
+def test_a_short_api_key_is_refused_in_one_line_and_nothing_starts(env, tmp_path):
+    make_run(tmp_path / "runs", "ok")
+    short = "abc123-short"  # 12 characters
+    proc = rocmft("serve", "ok", "--port", "nope", env={**env, "ROCMFT_API_KEY": short})
+    errors = assert_refused(proc, "error: ROCMFT_API_KEY: the key is 12 characters long: at least 16",
+                            "error: PORT: `nope` is not a TCP port")  # with every other problem of the command line
+    assert len(errors) == 2 and short not in proc.stderr

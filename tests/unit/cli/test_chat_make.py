@@ -1,6 +1,6 @@
 """The Make side of chat/serve/webui (the argv each target hands the CLI, through the recorder of conftest.py):
 HOST and PROMPT count only from make's command line (zsh keeps HOST and PROMPT as shell variables), and a
-prompt's quotes survive."""
+prompt arrives byte for byte on the CLI's stdin, never in an argv."""
 
 from __future__ import annotations
 
@@ -20,6 +20,16 @@ def test_host_and_prompt_from_the_environment_are_ignored(job_env, recorder):
     assert recorder.last("serve", "RUN=r", env=env) == ["serve", "r"]
 
 
-def test_a_prompt_arrives_as_typed(job_env, recorder):
-    prompt = "it's \"quoted\", $HOME\nand a second line"
-    assert recorder.last("chat", "RUN=last", f"PROMPT={prompt}", env=job_env) == ["chat", "last", f"--prompt={prompt}"]
+def test_a_prompt_arrives_as_typed_on_stdin_not_in_argv(job_env, recorder):
+    prompt = "it's \"quoted\", $HOME\nand a second line\n\n"
+    assert recorder.last("chat", "RUN=last", f"PROMPT={prompt}", env=job_env) == ["chat", "last", "--prompt-file=-"]
+    assert recorder.calls()[-1]["stdin"] == prompt
+
+
+def test_prompt_file_is_passed_and_stdin_reaches_the_cli(job_env, recorder):
+    assert recorder.last("chat", "RUN=r", "PROMPT_FILE=my question.txt", env=job_env) == \
+        ["chat", "r", "--prompt-file=my question.txt"]
+    proc = recorder.make("chat", "PROMPT_FILE=-", env=job_env, input="from a pipe")
+    assert proc.returncode == 0, proc.stderr
+    assert recorder.calls()[-1]["argv"] == ["chat", "last", "--prompt-file=-"]
+    assert recorder.calls()[-1]["stdin"] == "from a pipe"

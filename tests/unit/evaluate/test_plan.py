@@ -12,7 +12,7 @@ import yaml
 from rocmft import arches
 from rocmft.evaluate import plan, report
 from rocmft.problems import ProblemReport
-from rocmft.serve import docker, target
+from rocmft.serve import docker, private_file, target
 from tests.unit.launch.test_docker_spec import mi300x_node
 from tests.unit.serve.conftest import make_run
 
@@ -131,11 +131,13 @@ def test_in_docker_the_job_is_the_checkouts_module_in_the_arch_container_without
     make_run(runs_dir, "r1", arch="gfx942", runtime="docker", val_size=0.1)
     args = type("A", (), {"run": "r1", "rows": "7", "data": None, "runtime": None, "gpus": None})()
     s, built = cli_eval.plan_for(args, env={})
-    job = cli_eval.job(s, built)
-    spec = docker.container(job, arches.table()["gfx942"], mi300x_node(runs_dir=str(runs_dir)), image="rocmft:gfx942",
-                            caller_env={"HF_HOME": "/data/hf"}, launcher_pid=1)
-    assert spec.command[:3] == ("python", "-m", "rocmft.evaluate.job")
-    assert json.loads(spec.command[3].removeprefix("--spec="))["rows"] == 7
+    with private_file.holding(json.dumps(built.spec())) as spec_file:
+        job = cli_eval.job(s, built, str(spec_file))
+        spec = docker.container(job, arches.table()["gfx942"], mi300x_node(runs_dir=str(runs_dir)),
+                                image="rocmft:gfx942", caller_env={"HF_HOME": "/data/hf"}, launcher_pid=1)
+        # the spec in a private file, not in argv (`ps`): tests/unit/serve/test_private_file.py
+        assert spec.command == ("python", "-m", "rocmft.evaluate.job", f"--spec-file={spec_file}")
+        assert json.loads(spec_file.read_text())["rows"] == 7
     assert spec.environment["PYTHONPATH"] == "src" and spec.network_mode is None
     assert spec.devices == ("/dev/kfd", "/dev/dri")
     assert [m.read_only for m in spec.mounts if m.source == str(runs_dir)] == [True]

@@ -13,9 +13,9 @@ from tests.unit.serve.conftest import make_run
 
 def test_base_too_is_asked_of_ask_py_before_its_llamafactory_arguments(runs_dir):
     t = target.load(make_run(runs_dir, "r1"))
-    argv = plan.chat(t, {}, "local", prompt="Who are you?", base_too=True).argv
-    assert argv[:6] == ("python", "-m", "rocmft.serve.ask", "--prompt=Who are you?", "--base-too", "--")
-    assert "--base-too" not in plan.chat(t, {}, "local", prompt="Who are you?").argv
+    argv = plan.chat(t, {}, "local", prompt_file="q", base_too=True).argv
+    assert argv[:6] == ("python", "-m", "rocmft.serve.ask", "--prompt-file=q", "--base-too", "--")
+    assert "--base-too" not in plan.chat(t, {}, "local", prompt_file="q").argv
 
 
 def test_the_adapters_are_taken_out_of_the_load_in_both_spellings():

@@ -1,6 +1,7 @@
 """RUNTIME=docker for chat/serve/webui as data (no daemon here): the training container of the arch
 (launch/docker's spec: devices, groups, user) running LLaMA-Factory; a server on the host's network bound
-to the asked host (no bridge address), no host IPC, the checkout read-only; API_KEY by name, never written."""
+to the asked host (no bridge address), no host IPC, the checkout read-only; API_KEY (the server's key, set from
+ROCMFT_API_KEY by cli/serve.py) by name, never written."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def test_api_on_gfx942_binds_the_host_on_the_hosts_network(runs_dir):
     spec = docker.container(api, A["gfx942"], mi300x_node(runs_dir=str(runs_dir)), image="rocmft:gfx942",
                             caller_env=CALLER, launcher_pid=4242)
     assert spec.network_mode == "host" and spec.environment["API_HOST"] == "127.0.0.1"
-    assert spec.command[:2] == ("llamafactory-cli", "api") and "--max_new_tokens" in spec.command
+    assert spec.command[:3] == ("python", "-m", "rocmft.serve.api") and "--max_new_tokens" in spec.command
+    assert spec.environment["PYTHONPATH"] == "src"
     assert spec.devices == ("/dev/kfd", *(f"/dev/dri/renderD{128 + i}" for i in range(8)))  # the gfx942 GPUs
     assert spec.group_add == ("44", "109")
     # a server: no host IPC; Docker's seccomp profile with the NUMA calls ROCr needs (CAP_SYS_NICE)
@@ -58,7 +60,7 @@ def test_chat_on_gfx942_with_two_gpus_and_a_run_dir_outside_the_project(runs_dir
 
 def test_cpu_container_drops_the_one_thread_per_rank_setting(runs_dir):
     t = target.load(make_run(runs_dir, "r1"))
-    one = plan.chat(t, {}, "docker", prompt="hi")
+    one = plan.chat(t, {}, "docker", prompt_file=f"{ROOT}/.cache/serve/in-x/text")
     spec = docker.container(one, A["cpu"], laptop(runs_dir=str(runs_dir)), image="rocmft:cpu", caller_env={})
     assert spec.devices == () and spec.shm_size == "2g" and spec.cap_add == ()
     assert "OMP_NUM_THREADS" not in spec.environment and spec.environment["DS_ACCELERATOR"] == "cpu"

@@ -30,29 +30,49 @@ def test_chat_is_llamafactory_cli_chat_and_a_prompt_is_one_answer_from_its_chat_
     assert list(repl.argv[2:]) == ["--model_name_or_path", "models/tiny-llama", "--adapter_name_or_path",
                                    f"{runs_dir}/r1/output", "--finetuning_type", "lora", "--template", "llama3",
                                    "--infer_backend", "huggingface", "--flash_attn", "sdpa", "--do_sample", "false"]
-    one = plan.chat(t, {}, "docker", prompt="-hi, 'you'")
-    assert one.argv[:4] == ("python", "-m", "rocmft.serve.ask", "--prompt=-hi, 'you'") and one.argv[4] == "--"
+    one = plan.chat(t, {}, "docker", prompt_file="/p/.cache/serve/in-x/text")
+    assert one.argv[:5] == ("python", "-m", "rocmft.serve.ask", "--prompt-file=/p/.cache/serve/in-x/text", "--")
     assert not one.interactive
     assert one.env["PYTHONPATH"] == "src"  # the mounted checkout's ask.py, whatever the image holds
-    assert "PYTHONPATH" not in plan.chat(t, {}, "local", prompt="hi").env
+    assert "PYTHONPATH" not in plan.chat(t, {}, "local", prompt_file="f").env
 
 
 def test_api_binds_the_asked_host_in_both_runtimes_and_always_takes_a_key_by_name(runs_dir):
     t = run_target(runs_dir)
     local = plan.api(t, {}, "local", "127.0.0.1", 8123)
-    assert local.argv[:2] == ("llamafactory-cli", "api")
+    assert local.argv[:3] == ("python", "-m", "rocmft.serve.api")  # LLaMA-Factory's app without its keyless /docs
+    assert local.argv[3:5] == ("--model_name_or_path", "models/tiny-llama")
     assert dict(local.env) == {"API_HOST": "127.0.0.1", "API_PORT": "8123", "API_MODEL_NAME": "r1", "PYTHONUNBUFFERED": "1"}
     assert local.url == "http://127.0.0.1:8123/v1" and local.ready_url == "http://127.0.0.1:8123/v1/models"
     assert local.secret_env == ("API_KEY",)
     docker = plan.api(t, {}, "docker", "127.0.0.1", 8123)
     assert docker.env["API_HOST"] == "127.0.0.1" and docker.host == "127.0.0.1"  # the host's network (serve/docker.py)
+    assert docker.env["PYTHONPATH"] == "src"  # the mounted checkout's serve/api.py, whatever the image holds
 
 
-def test_a_key_is_generated_only_when_none_is_exported():
-    env, generated = plan.with_secret({"PATH": "/bin"}, "API_KEY")
-    assert generated and env["API_KEY"] == generated and len(generated) >= 32
-    assert plan.with_secret({"PATH": "/bin"}, "API_KEY")[1] != generated  # a new one for each server
-    assert plan.with_secret({"API_KEY": KEY}, "API_KEY") == ({"API_KEY": KEY}, None)
+def test_a_key_is_generated_only_when_rocmft_api_key_is_not_exported():
+    env, generated, problems = plan.api_key_env({"PATH": "/bin"})
+    assert generated and env["API_KEY"] == generated and len(generated) >= 32 and problems == []
+    assert plan.api_key_env({"PATH": "/bin"})[1] != generated  # a new one for each server
+    assert plan.api_key_env({"ROCMFT_API_KEY": KEY}) == ({"ROCMFT_API_KEY": KEY, "API_KEY": KEY}, None, [])
+
+
+def test_a_generic_api_key_from_another_service_is_never_the_servers_key():
+    env, generated, problems = plan.api_key_env({"API_KEY": "sk-another-services-key-000"})
+    assert env["API_KEY"] == generated != "sk-another-services-key-000"
+    assert [p.line() for p in problems] == ["note: API_KEY: the API_KEY in your environment is not used (it may be "
+                                            "another service's): rocmft's key is ROCMFT_API_KEY (export "
+                                            "ROCMFT_API_KEY to choose one)"]
+    env, generated, problems = plan.api_key_env({"API_KEY": "sk-another-services-key-000", "ROCMFT_API_KEY": KEY})
+    assert env["API_KEY"] == KEY and generated is None and problems == []
+
+
+def test_a_short_key_is_refused():
+    _, _, problems = plan.api_key_env({"ROCMFT_API_KEY": "x" * 15})
+    assert [p.line() for p in problems] == ["error: ROCMFT_API_KEY: the key is 15 characters long: at least 16, or it "
+                                            "can be guessed (export ROCMFT_API_KEY=$(openssl rand -hex 24), or unset "
+                                            "it for one generated per server)"]
+    assert plan.api_key_env({"ROCMFT_API_KEY": "x" * 16})[2] == []
 
 
 def test_urls_and_curl_line(runs_dir):
@@ -60,7 +80,7 @@ def test_urls_and_curl_line(runs_dir):
     anywhere = plan.api(t, {}, "local", "0.0.0.0", 9000)
     assert anywhere.url == "http://127.0.0.1:9000/v1"
     assert plan.curl_line(anywhere) == ("curl http://127.0.0.1:9000/v1/chat/completions -H 'Content-Type: application/json' "
-                                        "-H \"Authorization: Bearer $API_KEY\" "
+                                        "-H \"Authorization: Bearer $ROCMFT_API_KEY\" "
                                         "-d '{\"model\": \"r1\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'")
 
 
