@@ -70,7 +70,9 @@ GPU_MATRIX = (
     Config("lora-neat-recompute", "llama3-8b-lora", ("disable_gradient_checkpointing=false",),
            "gradient checkpointing on"),
     Config("lora-neat-z3", "llama3-8b-z3", ("gpus_per_node=1",), "DeepSpeed ZeRO-3 on one process"),
-    Config("full-neat-purebf16", "llama3-8b-full-z3", ("gpus_per_node=1", "deepspeed=none", "pure_bf16=true"),
+    # Liger named: the recipe no longer enables it (ZeRO-3 + a trainable lm_head, rocmft.rules); without ZeRO-3 it is safe
+    Config("full-neat-purebf16", "llama3-8b-full-z3",
+           ("gpus_per_node=1", "deepspeed=none", "pure_bf16=true", "enable_liger_kernel=true"),
            "full fine-tune, pure bf16 (no fp32 master), no DeepSpeed: the full point that fits one card"),
 )
 DRY_MATRIX = (

@@ -334,8 +334,10 @@ def test_predicted_mfu_counts_model_flops_like_the_measured_column():
     from rocmft.plan import throughput
 
     result = plan.check(recipes.load("llama3-8b-z3", shlex.split(GOOD["overrides"])), steps=20)
-    factors = dict(throughput.speed_factors(result.workload))
+    factors = dict(result.throughput.factors)  # the speed factors and the host's time (ZeRO-3's hooks)
     assert "PEFT LoRA adapters, unfused" in factors and any(k.startswith("ZeRO-3 gathers") for k in factors)
+    assert any(k.startswith("ZeRO-3 fetch/release hooks") for k in factors)
+    assert set(throughput.speed_factors(result.workload)) < set(result.throughput.factors)
     pred = bench.predict(GOOD)
     lo, hi = result.workload.mfu
     assert pred.mfu == pytest.approx((lo * math.prod(factors.values()), hi * math.prod(factors.values())))

@@ -139,7 +139,7 @@ def test_in_docker_the_job_is_the_checkouts_module_in_the_arch_container_without
         assert spec.command == ("python", "-m", "rocmft.evaluate.job", f"--spec-file={spec_file}")
         assert json.loads(spec_file.read_text())["rows"] == 7
     assert spec.environment["PYTHONPATH"] == "src" and spec.network_mode is None
-    assert spec.devices == ("/dev/kfd", "/dev/dri")
+    assert spec.devices == ("/dev/kfd", *(f"/dev/dri/renderD{128 + i}" for i in range(8)))  # the gfx942 GPUs
     assert [m.read_only for m in spec.mounts if m.source == str(runs_dir)] == [True]
     assert spec.labels["ai.rocmft.serve"] == "eval"
 

@@ -121,7 +121,7 @@ def test_real_cpu_stack_passes_with_every_import():
     assert all(c.ok for c in found.values()), found
     # the cpu arch's packages (docker/arches.yaml), each at its version and imported for real
     listed = {n for n in arches.table()["cpu"].image_packages if n != "deepspeed"}
-    assert listed == {"jieba", "matplotlib", "nltk", "rouge-chinese"}
+    assert listed == {"bitsandbytes", "jieba", "matplotlib", "nltk", "rouge-chinese"}
     assert set(found) == {"torch", "no nvidia packages", "llamafactory imports", "deepspeed imports", "flash-attn",
                           "bitsandbytes", "liger-kernel", "torchaudio imports", "torchvision removed",
                           *listed, *(f"{n} imports" for n in listed)}
@@ -165,7 +165,8 @@ def test_main_writes_and_shows_the_report_real_cpu_stack(tmp_path, capsys):
     out = tmp_path / "selfcheck.json"
     argv = ["--arch", "cpu", "--torch-from", "wheels", "--torch", expected["torch_version"], "--llamafactory",
             expected["llamafactory"], "--deepspeed", expected["deepspeed"], "--flash-attn", "none",
-            "--python", "{}.{}".format(*sys.version_info[:2]), "--write", str(out)]
+            "--python", "{}.{}".format(*sys.version_info[:2]), "--write", str(out),
+            "--packages", " ".join(f"{k}=={v}" for k, v in expected["packages"].items())]
     assert selfcheck.main(argv) == 0
     data = json.loads(out.read_text())
     assert data["passed"] and data["arch"] == "cpu"
