@@ -155,7 +155,8 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
     groups = ["--groups", str(gid)] if gid is not None else ["--clear-groups"]
     cmd = ["setpriv", f"--reuid={TEST_UID}", f"--regid={TEST_UID}", *groups,
            PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker", "--run-name", name,
-           "--set", "gpus_per_node=2"]
+           "--set", "gpus_per_node=2 max_steps=2 save_steps=1"]  # two saved steps: that a container run learns
+    # is test_make_train_tiny_cpu_in_container_1_process's (12 steps); this one proves two ranks and who owns the files
     started = time.monotonic()
     out = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
     elapsed = time.monotonic() - started
@@ -163,7 +164,8 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
     run_dir = project / "runs" / name
     assert (run_dir / "output" / "adapter_model.safetensors").is_file()
     loss = losses(run_dir)
-    assert len(loss) == configured_steps(run_dir) and loss[-1] < loss[0], loss
+    assert len(loss) == configured_steps(run_dir) == 2 and all(0 < x < 20 for x in loss), loss
+    assert sorted(p.name for p in (run_dir / "output").glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["nproc_per_node"] == 2 and "torch.distributed.run" in plan["argv"]
     spec = json.loads((run_dir / "container.json").read_text())

@@ -137,12 +137,17 @@ def test_make_chat_prompt_prints_an_answer(env, run):
     assert f"{run}/output, template llama3 (local)" in proc.stderr
 
 
-def test_make_chat_last_with_the_merged_export(env, run):
+def test_make_export_merges_once_then_make_chat_last_talks_to_the_merged_export(env, run):
+    """The one merge of the tiny adapter in CI (`make export`): merged/ written, a second export refused."""
     copy = Path(env["ROCMFT_RUNS"]) / "talk-merged"
     shutil.copytree(run, copy)  # export writes into the run; `last` is the newest run in this module's runs
     exported = subprocess.run(["make", "-s", "export", f"RUN={copy}"], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=600)
     assert exported.returncode == 0, exported.stderr[-2000:]
+    assert (copy / "merged" / "model.safetensors").is_file() and (copy / "merged" / "config.json").is_file()
+    again = subprocess.run(["make", "-s", "export", f"RUN={copy}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode != 0 and "not overwritten" in again.stderr, again.stderr[-2000:]  # nothing lost
     proc = chat(env, "last", "hello")  # the copy is the newest run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip()
