@@ -57,11 +57,14 @@ def run_in_pty(argv: list[str], env: dict[str, str], timeout: float = 600) -> tu
 
 
 def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary(env):
-    code, raw = run_in_pty(["make", "-s", "demo", "RUN_NAME=tty"], env)
+    # 6 of the demo's 60 steps: the terminal's behaviour is the claim here; what the demo teaches in 60 steps is
+    # test_demo_cpu.py's (the session's piped `demo_run`), so CI trains the full demo once
+    code, raw = run_in_pty(["make", "-s", "demo", "RUN_NAME=tty", "SET=max_steps=6"], env)
     text = raw.decode("utf-8", "replace")
     assert code == 0, text[-3000:]
     run = Path(env["ROCMFT_RUNS"]) / "tty"
     total = TrainedRun(run, text).max_steps
+    assert total == 6
     # redrawn in place: each state of the line follows a return to its start and an erase
     drawn = re.findall(rf"\r\x1b\[2K\[rocmft\] step (\d+)/{total} ", text)
     assert len(set(drawn)) >= 2 and drawn[-1] == str(total), drawn
