@@ -205,7 +205,7 @@ def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_s
     assert_nothing_left(server, port)
 
 
-def test_without_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(env, run):
+def test_without_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(env, run, process_mark):
     """LLaMA-Factory's API allows every CORS origin: a page on any site, open in the user's browser, could
     post to 127.0.0.1 and read the answer. A request carrying a foreign Origin and no key is refused; the
     real openai client with the generated key is answered; the request log is the user's alone."""
@@ -218,7 +218,7 @@ def test_without_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(en
 
     port = free_port()
     server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "SET=max_new_tokens=8 do_sample=false"],
-                    {k: v for k, v in env.items() if k != "API_KEY"})
+                    process_mark.env({k: v for k, v in env.items() if k != "API_KEY"}))  # stopped at teardown
     server.wait_for("Ctrl-C stops it")
     key = generated_key(server)
     assert len(key) >= 32 and sum(key in line for line in server.lines) == 1  # printed once
