@@ -71,8 +71,14 @@ def assert_trained(run):
     adapter = run / "output" / "adapter_model.safetensors"
     assert adapter.is_file()
     with safe_open(str(adapter), "pt") as f:
-        lora = [k for k in f.keys() if "lora_A" in k or "lora_B" in k]
-    assert len(lora) >= 2 * 7 * 2  # A and B for 7 targeted modules in each of 2 layers
+        keys = [k for k in f.keys() if ".lora_A." in k or ".lora_B." in k]
+    lora = {k.split(".lora_")[0].removeprefix("base_model.model.") for k in keys}
+    model = ROOT / yaml.safe_load((run / "train.yaml").read_text())["model_name_or_path"]
+    with safe_open(str(model / "model.safetensors"), "pt") as f:  # every linear layer of every decoder layer
+        linear = {k.removesuffix(".weight") for k in f.keys()
+                  if ".layers." in k and k.endswith("_proj.weight")}
+    assert linear and lora == linear, (sorted(linear - lora), sorted(lora - linear))  # lora_target: all
+    assert len(keys) == 2 * len(linear)  # an A and a B for each
     values = losses(run)
     rendered = yaml.safe_load((run / "train.yaml").read_text())
     assert len(values) == rendered["max_steps"] // rendered.get("logging_steps", 1) and values[-1] < values[0], values
@@ -85,7 +91,9 @@ def test_one_process(trained_run: TrainedRun):
     for name in ("recipe.resolved.yaml", "train.yaml", "plan.json", "versions.json", "train.log", "output/training_loss.png"):
         assert (run / name).is_file(), name
     versions = json.loads((run / "versions.json").read_text())
-    assert versions["git_commit"] != "unknown" and versions["host_stack"]["llamafactory"] == "0.9.5"
+    pinned = next(line.split("==")[1] for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines()
+                  if line.lower().startswith("llamafactory=="))
+    assert versions["git_commit"] != "unknown" and versions["host_stack"]["llamafactory"] == pinned
     assert "adapter_model.safetensors" in trained_run.output and "training_loss.png" in trained_run.output
     assert_events_match_the_trainer_log(run)
     assert "No metric" not in (run / "train.log").read_text()  # our plot: no eval-metric warnings for a train-only run
