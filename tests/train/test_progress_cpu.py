@@ -79,7 +79,8 @@ def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary
     assert tail[-1].startswith("[rocmft] loss plot ") and tail[-1].endswith("training_loss.png"), tail
     assert any(line.startswith("[rocmft] tokens/s ") for line in tail)
     assert "INFO" not in text and "%|" not in text  # LLaMA-Factory's/transformers' noise stays in train.log
-    assert "Loading weights" in (run / "train.log").read_text() or "[INFO" in (run / "train.log").read_text()
+    log = (run / "train.log").read_text()  # the noise was there, and went to the log: the two checks above can fail
+    assert "[INFO|trainer.py" in log and "***** Running training *****" in log and "%|" in log
 
 
 def test_a_piped_run_prints_a_line_per_step_and_stays_short(trained_run: TrainedRun):
