@@ -17,7 +17,7 @@ import pytest
 from rocmft import arches, host, pipeline
 from rocmft.launch import docker as rt
 from tests.conftest import ROOT
-from tests.docker.test_container_train import client, cpu_image  # noqa: F401 - fixtures
+from tests.docker.test_container_train import TEST_UID, client, cpu_image  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.docker
 A = arches.table()
@@ -59,12 +59,20 @@ def run_probe(client, spec, command) -> tuple[int, str]:  # noqa: F811
 
 
 def training_spec(tmp_path, monkeypatch):
+    """The spec `make train RUNTIME=docker` builds. Run as root (CI), the invoking user is made TEST_UID: a
+    container that ignored the spec's user and wrote as root would then be caught (root invoking would not)."""
+    import dataclasses
+
     monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
     prep = pipeline.prepare("tiny-cpu", [], run_name="probe", validate=False, env={})
     plan = pipeline.build_plan(prep, python="python", env={})
     facts = host.gather(tools=False)
+    if facts.uid == 0:
+        facts = dataclasses.replace(facts, uid=TEST_UID, gid=TEST_UID)
     spec = rt.container_spec(plan, A["cpu"], facts, image="rocmft:cpu")
     prep.run_dir.mkdir(parents=True)
+    if os.getuid() == 0:
+        os.chown(prep.run_dir, TEST_UID, TEST_UID)  # that user's run dir, as its own launch would make it
     assert not rt.check_mounts(spec) and not rt.create_cache_dirs(spec)
     return spec, prep.run_dir
 
@@ -82,7 +90,9 @@ def test_a_training_container_cannot_write_the_checkout_and_writes_its_run_dir(c
     assert {p: p.stat().st_mtime_ns for p in before} == before
     probe = run_dir / "probe.txt"
     assert probe.read_text() == "from inside\n"
-    assert (probe.stat().st_uid, probe.stat().st_gid) == (os.getuid(), os.getgid())  # the invoking user
+    invoking = (TEST_UID, TEST_UID) if os.getuid() == 0 else (os.getuid(), os.getgid())
+    assert spec.user == "%d:%d" % invoking
+    assert (probe.stat().st_uid, probe.stat().st_gid) == invoking  # written as the invoking user, never root
 
 
 def _mempolicy_probe(client, spec):  # noqa: F811

@@ -6,9 +6,10 @@ is configured at all; a configured daemon without the image FAILS (CI must build
 
 - `make train RECIPE=tiny-cpu RUNTIME=docker ARCH=cpu`: 1 process; adapter and falling loss read on the host
   side of the mount; no secret written; the container removed.
-- 2 processes under torchrun, launched by a NON-ROOT user: the launcher runs under `setpriv --reuid` as
-  uid 1000 (ROCMFT_TEST_UID) with the docker socket's group (a user in the `docker` group), on a copy
-  of the project that user owns; every file the container wrote must belong to that uid, not root.
+- 2 processes under torchrun, launched by a NON-ROOT user: run as root (CI), the launcher runs under
+  `setpriv --reuid` as uid 1000 (ROCMFT_TEST_UID) with the docker socket's group (a user in the `docker`
+  group); run as a user, as that user. On a copy of the project that user owns, every file the container
+  wrote must belong to that uid, not root.
 - Ctrl-C (SIGINT) and SIGTERM (what a scheduler or `kill` sends) to the launcher while the job trains: the
   container is stopped (by the SIGTERM `docker stop` sends, not the SIGKILL after its timeout) and removed,
   the launcher exits 128+N and the run is marked interrupted with the signal's name.
@@ -125,20 +126,25 @@ def _socket_gid() -> int | None:
     return None
 
 
+def launching_uid() -> int:
+    """Who launches the non-root run: TEST_UID switched to with setpriv when the tests run as root (CI), else
+    the user running the tests themselves (already not root)."""
+    return TEST_UID if os.getuid() == 0 else os.getuid()
+
+
 @pytest.fixture
 def user_project(tiny_model):
-    """A copy of the project owned by TEST_UID (pytest's tmp dirs are 0700 root: not reachable by it)."""
-    if os.getuid() != 0:
-        pytest.skip(reason="the non-root launch test switches user with setpriv: run the docker tests as root (CI)")
-    if not shutil.which("setpriv"):
+    """A copy of the project owned by the launching user (pytest's tmp dirs are 0700 root: not reachable by it)."""
+    if os.getuid() == 0 and not shutil.which("setpriv"):
         pytest.fail("setpriv (util-linux) is missing")
     base = Path(tempfile.mkdtemp(prefix="rocmft-user-"))
     os.chmod(base, 0o755)
     project = base / "project"
     shutil.copytree(ROOT, project, symlinks=True, ignore=shutil.ignore_patterns(
         ".git", ".venv", "runs", ".cache", "wheelhouse", "build", "__pycache__", "*.egg-info", ".pytest_cache", "results"))
-    for path in [project, *project.rglob("*")]:
-        os.lchown(path, TEST_UID, TEST_UID)
+    if os.getuid() == 0:
+        for path in [project, *project.rglob("*")]:
+            os.lchown(path, TEST_UID, TEST_UID)
     yield project
     shutil.rmtree(base, ignore_errors=True)
 
@@ -151,10 +157,11 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
                       ROCMFT_VALIDATION_CACHE=str(project / ".cache" / "validated"))  # the session's is root's
     env.pop("ROCMFT_RUNS")  # runs/ inside the user's project
     name = f"docker-2p-{uuid.uuid4().hex[:6]}"
+    uid = launching_uid()
     gid = _socket_gid()
     groups = ["--groups", str(gid)] if gid is not None else ["--clear-groups"]
-    cmd = ["setpriv", f"--reuid={TEST_UID}", f"--regid={TEST_UID}", *groups,
-           PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker", "--run-name", name,
+    switch = ["setpriv", f"--reuid={uid}", f"--regid={uid}", *groups] if os.getuid() == 0 else []
+    cmd = [*switch, PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker", "--run-name", name,
            "--set", "gpus_per_node=2 max_steps=2 save_steps=1"]  # two saved steps: that a container run learns
     # is test_make_train_tiny_cpu_in_container_1_process's (12 steps); this one proves two ranks and who owns the files
     started = time.monotonic()
@@ -169,14 +176,14 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["nproc_per_node"] == 2 and "torch.distributed.run" in plan["argv"]
     spec = json.loads((run_dir / "container.json").read_text())
-    assert spec["user"] == f"{TEST_UID}:{TEST_UID}"
+    assert spec["user"] == f"{uid}:{os.getgid() if os.getuid() else uid}"
     owners = {(p.relative_to(project), p.lstat().st_uid) for p in run_dir.rglob("*")}
-    root_owned = sorted(str(p) for p, uid in owners if uid != TEST_UID)
-    assert not root_owned, f"files not owned by uid {TEST_UID}: {root_owned[:10]}"
+    root_owned = sorted(str(p) for p, owner in owners if owner != uid)
+    assert not root_owned, f"files not owned by uid {uid}: {root_owned[:10]}"
     assert len(owners) > 10  # adapter, checkpoints, logs: the container wrote them as the user
     no_secret_written(run_dir)
     assert containers_of(client, run_dir) == []
-    print(f"2-process container training as uid {TEST_UID}: {elapsed:.1f} s")
+    print(f"2-process container training as uid {uid}: {elapsed:.1f} s")
 
 
 def _start_launcher(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path, Path]:
