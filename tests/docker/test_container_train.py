@@ -277,6 +277,29 @@ def test_image_without_arch_label_is_refused(client, cpu_image, tiny_model, tmp_
     assert out.returncode == 2 and "no ai.rocmft.arch label" in out.stderr, out.stderr
 
 
+def test_an_image_labelled_for_another_arch_is_refused_before_any_run_dir(client, tiny_model, tmp_path):
+    """The daemon's own labels, not a fake's: an image built FROM the local base with ai.rocmft.arch=gfx1100
+    (no pull: the base is on the daemon, CI's scripts/ci/build-cpu-base.sh) handed to a cpu recipe."""
+    import io
+
+    from rocmft import arches
+    from rocmft.image.docker_api import get_image
+
+    base = arches.table()["cpu"].base_image
+    if get_image(client, base) is None:
+        pytest.fail(f"{base} is not on this daemon: in CI bash scripts/ci/build-cpu-base.sh makes it")
+    tag = f"rocmft-test-other-arch:{uuid.uuid4().hex[:8]}"
+    client.images.build(fileobj=io.BytesIO(f"FROM {base}\n".encode()), tag=tag, labels={"ai.rocmft.arch": "gfx1100"},
+                        pull=False, rm=True, network_mode="none")
+    try:
+        env = offline_env(tmp_path)
+        out = rocmft("train", "tiny-cpu", "--runtime", "docker", "--docker-image", tag, env=env, timeout=300)
+        assert out.returncode == 2 and "is built for gfx1100" in out.stderr, out.stderr
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    finally:
+        client.images.remove(tag, force=True)
+
+
 @pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this host has an AMD GPU driver")
 def test_gpu_recipe_on_a_host_without_gpu(client, tmp_path):
     out = rocmft("train", "llama3-8b-z3", "--runtime", "docker", "--no-plan", env=offline_env(tmp_path), timeout=300)
