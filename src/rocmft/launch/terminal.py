@@ -2,10 +2,10 @@
 
 On a TTY (a person watching): the project's lines scroll above a single rich line with step/total, a bar,
 loss (and a DPO/KTO run's reward accuracy, margin or KL), tokens/s per GPU and ETA, redrawn on every event
-and twice a second (so the ETA counts down while a long step runs). Not a TTY (CI, `| tee`, a file): one
-plain line per logged step for a short run, and at most ~PLAIN_STEP_LINES step lines for a longer one (the
-first and last step always, the rest at a steady interval), never a carriage return. With VERBOSE the job's raw output streams too, so there
-is no live line to tear apart: steps are plain lines between whole lines of output.
+and twice a second (so the ETA counts down while a long step runs). Not a TTY (CI, `| tee`, a file): a
+plain line per logged step of a short run, about PLAIN_STEP_LINES of a longer one (the first and last step
+always, the rest at a steady interval), never a carriage return. With VERBOSE the job's raw output streams
+too, so there is no live line to tear apart: steps are plain lines between whole lines of output.
 """
 
 from __future__ import annotations
