@@ -58,21 +58,21 @@ def run_probe(client, spec, command) -> tuple[int, str]:  # noqa: F811
         container.remove(force=True)
 
 
-def training_spec(tmp_path, monkeypatch):
-    """The spec `make train RUNTIME=docker` builds. Run as root (CI), the invoking user is made TEST_UID: a
-    container that ignored the spec's user and wrote as root would then be caught (root invoking would not)."""
+def training_spec(tmp_path, monkeypatch, as_uid: int | None = None):
+    """The spec `make train RUNTIME=docker` builds for the invoking user, or (`as_uid`, run as root) for a
+    launch by that user, whose run dir it owns."""
     import dataclasses
 
     monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
     prep = pipeline.prepare("tiny-cpu", [], run_name="probe", validate=False, env={})
     plan = pipeline.build_plan(prep, python="python", env={})
     facts = host.gather(tools=False)
-    if facts.uid == 0:
-        facts = dataclasses.replace(facts, uid=TEST_UID, gid=TEST_UID)
+    if as_uid is not None:
+        facts = dataclasses.replace(facts, uid=as_uid, gid=as_uid)
     spec = rt.container_spec(plan, A["cpu"], facts, image="rocmft:cpu")
     prep.run_dir.mkdir(parents=True)
-    if os.getuid() == 0:
-        os.chown(prep.run_dir, TEST_UID, TEST_UID)  # that user's run dir, as its own launch would make it
+    if as_uid is not None:
+        os.chown(prep.run_dir, as_uid, as_uid)
     assert not rt.check_mounts(spec) and not rt.create_cache_dirs(spec)
     return spec, prep.run_dir
 
@@ -90,9 +90,13 @@ def test_a_training_container_cannot_write_the_checkout_and_writes_its_run_dir(c
     assert {p: p.stat().st_mtime_ns for p in before} == before
     probe = run_dir / "probe.txt"
     assert probe.read_text() == "from inside\n"
-    invoking = (TEST_UID, TEST_UID) if os.getuid() == 0 else (os.getuid(), os.getgid())
-    assert spec.user == "%d:%d" % invoking
-    assert (probe.stat().st_uid, probe.stat().st_gid) == invoking  # written as the invoking user, never root
+    assert (probe.stat().st_uid, probe.stat().st_gid) == (os.getuid(), os.getgid())  # the invoking user
+    if os.getuid() == 0:  # root invoking proves nothing about the user: a launch by TEST_UID writes as TEST_UID
+        user_spec, user_run = training_spec(tmp_path / "as-user", monkeypatch, as_uid=TEST_UID)
+        code, out = run_probe(client, user_spec, ["python", "-c", f"open({str(user_run / 'probe.txt')!r}, 'w')"])
+        assert code == 0, out
+        written = (user_run / "probe.txt").stat()
+        assert user_spec.user == f"{TEST_UID}:{TEST_UID}" and (written.st_uid, written.st_gid) == (TEST_UID, TEST_UID)
 
 
 def _mempolicy_probe(client, spec):  # noqa: F811
