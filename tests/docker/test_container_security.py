@@ -17,7 +17,7 @@ import pytest
 from rocmft import arches, host, pipeline
 from rocmft.launch import docker as rt
 from tests.conftest import ROOT
-from tests.docker.test_container_train import client, cpu_image  # noqa: F401 - fixtures
+from tests.docker.test_container_train import TEST_UID, client, cpu_image  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.docker
 A = arches.table()
@@ -58,13 +58,21 @@ def run_probe(client, spec, command) -> tuple[int, str]:  # noqa: F811
         container.remove(force=True)
 
 
-def training_spec(tmp_path, monkeypatch):
+def training_spec(tmp_path, monkeypatch, as_uid: int | None = None):
+    """The spec `make train RUNTIME=docker` builds for the invoking user, or (`as_uid`, run as root) for a
+    launch by that user, whose run dir it owns."""
+    import dataclasses
+
     monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
     prep = pipeline.prepare("tiny-cpu", [], run_name="probe", validate=False, env={})
     plan = pipeline.build_plan(prep, python="python", env={})
     facts = host.gather(tools=False)
+    if as_uid is not None:
+        facts = dataclasses.replace(facts, uid=as_uid, gid=as_uid)
     spec = rt.container_spec(plan, A["cpu"], facts, image="rocmft:cpu")
     prep.run_dir.mkdir(parents=True)
+    if as_uid is not None:
+        os.chown(prep.run_dir, as_uid, as_uid)
     assert not rt.check_mounts(spec) and not rt.create_cache_dirs(spec)
     return spec, prep.run_dir
 
@@ -83,6 +91,12 @@ def test_a_training_container_cannot_write_the_checkout_and_writes_its_run_dir(c
     probe = run_dir / "probe.txt"
     assert probe.read_text() == "from inside\n"
     assert (probe.stat().st_uid, probe.stat().st_gid) == (os.getuid(), os.getgid())  # the invoking user
+    if os.getuid() == 0:  # root invoking proves nothing about the user: a launch by TEST_UID writes as TEST_UID
+        user_spec, user_run = training_spec(tmp_path / "as-user", monkeypatch, as_uid=TEST_UID)
+        code, out = run_probe(client, user_spec, ["python", "-c", f"open({str(user_run / 'probe.txt')!r}, 'w')"])
+        assert code == 0, out
+        written = (user_run / "probe.txt").stat()
+        assert user_spec.user == f"{TEST_UID}:{TEST_UID}" and (written.st_uid, written.st_gid) == (TEST_UID, TEST_UID)
 
 
 def _mempolicy_probe(client, spec):  # noqa: F811

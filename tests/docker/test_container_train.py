@@ -4,11 +4,12 @@ Needs a daemon (DOCKER_HOST, e.g. from `eval "$(scripts/ci/dockerd-up.sh)"`, or 
 the CPU image (`make wheelhouse ARCH=cpu && make image ARCH=cpu OFFLINE=1`). Skipped only when no daemon
 is configured at all; a configured daemon without the image FAILS (CI must build it first).
 
-- `make train RECIPE=tiny-cpu RUNTIME=docker ARCH=cpu`: 1 process; adapter and falling loss read on the host
-  side of the mount; no secret written; the container removed.
-- 2 processes under torchrun, launched by a NON-ROOT user: the launcher runs under `setpriv --reuid` as
-  uid 1000 (ROCMFT_TEST_UID) with the docker socket's group (a user in the `docker` group), on a copy
-  of the project that user owns; every file the container wrote must belong to that uid, not root.
+- `make train RECIPE=tiny-cpu RUNTIME=docker ARCH=cpu SET=max_steps=2`: 1 process; the adapter and the venv
+  run's first two losses read on the host side of the mount; no secret written; the container removed.
+- 2 processes under torchrun, launched by a NON-ROOT user: run as root (CI), the launcher runs under
+  `setpriv --reuid` as uid 1000 (ROCMFT_TEST_UID) with the docker socket's group (a user in the `docker`
+  group); run as a user, as that user. On a copy of the project that user owns, every file the container
+  wrote must belong to that uid, not root.
 - Ctrl-C (SIGINT) and SIGTERM (what a scheduler or `kill` sends) to the launcher while the job trains: the
   container is stopped (by the SIGTERM `docker stop` sends, not the SIGKILL after its timeout) and removed,
   the launcher exits 128+N and the run is marked interrupted with the signal's name.
@@ -88,19 +89,23 @@ def no_secret_written(run_dir: Path) -> None:
             assert SECRET.encode() not in path.read_bytes(), f"the secret was written to {path}"
 
 
-def test_make_train_tiny_cpu_in_container_1_process(client, cpu_image, tiny_model, tmp_path):
+def test_make_train_tiny_cpu_in_container_1_process(client, cpu_image, tiny_model, tmp_path, trained_run):
+    """Two steps in the image train the venv's numbers: the session's tiny-cpu run (same seed, data and pinned
+    stack) logged the same first two losses. Step 2's loss follows step 1's update at the base learning rate
+    (cosine, no warmup), whatever max_steps is: that the loss falls over a whole run is the venv's run's."""
     env = offline_env(tmp_path, HF_TOKEN=SECRET)
     started = time.monotonic()
     name = f"docker-1p-{uuid.uuid4().hex[:6]}"  # the container is rocmft-<run name>: unique on a shared daemon
-    out = subprocess.run(["make", "train", "RECIPE=tiny-cpu", "RUNTIME=docker", "ARCH=cpu", f"RUN_NAME={name}"],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(["make", "train", "RECIPE=tiny-cpu", "RUNTIME=docker", "ARCH=cpu", f"RUN_NAME={name}",
+                          "SET=max_steps=2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     elapsed = time.monotonic() - started
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     run_dir = tmp_path / "runs" / name
     # read on the host side of the mount
     assert (run_dir / "output" / "adapter_model.safetensors").stat().st_size > 0
     loss = losses(run_dir)
-    assert len(loss) == configured_steps(run_dir) and loss[-1] < loss[0], loss
+    assert len(loss) == configured_steps(run_dir) == 2, loss
+    assert loss == pytest.approx(trained_run.losses()[:2], rel=1e-4), (loss, trained_run.losses()[:2])
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "succeeded" and status["runtime"] == "docker" and status["exit_code"] == 0
     spec = json.loads((run_dir / "container.json").read_text())
@@ -125,20 +130,25 @@ def _socket_gid() -> int | None:
     return None
 
 
+def launching_uid() -> int:
+    """Who launches the non-root run: TEST_UID switched to with setpriv when the tests run as root (CI), else
+    the user running the tests themselves (already not root)."""
+    return TEST_UID if os.getuid() == 0 else os.getuid()
+
+
 @pytest.fixture
 def user_project(tiny_model):
-    """A copy of the project owned by TEST_UID (pytest's tmp dirs are 0700 root: not reachable by it)."""
-    if os.getuid() != 0:
-        pytest.skip(reason="the non-root launch test switches user with setpriv: run the docker tests as root (CI)")
-    if not shutil.which("setpriv"):
+    """A copy of the project owned by the launching user (pytest's tmp dirs are 0700 root: not reachable by it)."""
+    if os.getuid() == 0 and not shutil.which("setpriv"):
         pytest.fail("setpriv (util-linux) is missing")
     base = Path(tempfile.mkdtemp(prefix="rocmft-user-"))
     os.chmod(base, 0o755)
     project = base / "project"
     shutil.copytree(ROOT, project, symlinks=True, ignore=shutil.ignore_patterns(
         ".git", ".venv", "runs", ".cache", "wheelhouse", "build", "__pycache__", "*.egg-info", ".pytest_cache", "results"))
-    for path in [project, *project.rglob("*")]:
-        os.lchown(path, TEST_UID, TEST_UID)
+    if os.getuid() == 0:
+        for path in [project, *project.rglob("*")]:
+            os.lchown(path, TEST_UID, TEST_UID)
     yield project
     shutil.rmtree(base, ignore_errors=True)
 
@@ -151,11 +161,13 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
                       ROCMFT_VALIDATION_CACHE=str(project / ".cache" / "validated"))  # the session's is root's
     env.pop("ROCMFT_RUNS")  # runs/ inside the user's project
     name = f"docker-2p-{uuid.uuid4().hex[:6]}"
+    uid = launching_uid()
     gid = _socket_gid()
     groups = ["--groups", str(gid)] if gid is not None else ["--clear-groups"]
-    cmd = ["setpriv", f"--reuid={TEST_UID}", f"--regid={TEST_UID}", *groups,
-           PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker", "--run-name", name,
-           "--set", "gpus_per_node=2"]
+    switch = ["setpriv", f"--reuid={uid}", f"--regid={uid}", *groups] if os.getuid() == 0 else []
+    cmd = [*switch, PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker", "--run-name", name,
+           "--set", "gpus_per_node=2 max_steps=2 save_steps=1"]  # two saved steps: that a container run learns
+    # is test_make_train_tiny_cpu_in_container_1_process's (the venv's losses); this one: two ranks, who owns the files
     started = time.monotonic()
     out = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
     elapsed = time.monotonic() - started
@@ -163,18 +175,19 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
     run_dir = project / "runs" / name
     assert (run_dir / "output" / "adapter_model.safetensors").is_file()
     loss = losses(run_dir)
-    assert len(loss) == configured_steps(run_dir) and loss[-1] < loss[0], loss
+    assert len(loss) == configured_steps(run_dir) == 2 and all(0 < x < 20 for x in loss), loss
+    assert sorted(p.name for p in (run_dir / "output").glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["nproc_per_node"] == 2 and "torch.distributed.run" in plan["argv"]
     spec = json.loads((run_dir / "container.json").read_text())
-    assert spec["user"] == f"{TEST_UID}:{TEST_UID}"
+    assert spec["user"] == f"{uid}:{os.getgid() if os.getuid() else uid}"
     owners = {(p.relative_to(project), p.lstat().st_uid) for p in run_dir.rglob("*")}
-    root_owned = sorted(str(p) for p, uid in owners if uid != TEST_UID)
-    assert not root_owned, f"files not owned by uid {TEST_UID}: {root_owned[:10]}"
+    root_owned = sorted(str(p) for p, owner in owners if owner != uid)
+    assert not root_owned, f"files not owned by uid {uid}: {root_owned[:10]}"
     assert len(owners) > 10  # adapter, checkpoints, logs: the container wrote them as the user
     no_secret_written(run_dir)
     assert containers_of(client, run_dir) == []
-    print(f"2-process container training as uid {TEST_UID}: {elapsed:.1f} s")
+    print(f"2-process container training as uid {uid}: {elapsed:.1f} s")
 
 
 def _start_launcher(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path, Path]:
@@ -266,6 +279,29 @@ def test_image_without_arch_label_is_refused(client, cpu_image, tiny_model, tmp_
         pytest.skip(reason=f"{base} (the unlabelled base image) is not on this daemon")
     out = rocmft("train", "tiny-cpu", "--runtime", "docker", "--docker-image", base, env=offline_env(tmp_path), timeout=300)
     assert out.returncode == 2 and "no ai.rocmft.arch label" in out.stderr, out.stderr
+
+
+def test_an_image_labelled_for_another_arch_is_refused_before_any_run_dir(client, tiny_model, tmp_path):
+    """The daemon's own labels, not a fake's: an image built FROM the local base with ai.rocmft.arch=gfx1100
+    (no pull: the base is on the daemon, CI's scripts/ci/build-cpu-base.sh) handed to a cpu recipe."""
+    import io
+
+    from rocmft import arches
+    from rocmft.image.docker_api import get_image
+
+    base = arches.table()["cpu"].base_image
+    if get_image(client, base) is None:
+        pytest.fail(f"{base} is not on this daemon: in CI bash scripts/ci/build-cpu-base.sh makes it")
+    tag = f"rocmft-test-other-arch:{uuid.uuid4().hex[:8]}"
+    client.images.build(fileobj=io.BytesIO(f"FROM {base}\n".encode()), tag=tag, labels={"ai.rocmft.arch": "gfx1100"},
+                        pull=False, rm=True, network_mode="none")
+    try:
+        env = offline_env(tmp_path)
+        out = rocmft("train", "tiny-cpu", "--runtime", "docker", "--docker-image", tag, env=env, timeout=300)
+        assert out.returncode == 2 and "is built for gfx1100" in out.stderr, out.stderr
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    finally:
+        client.images.remove(tag, force=True)
 
 
 @pytest.mark.skipif(os.path.exists("/dev/kfd"), reason="this host has an AMD GPU driver")

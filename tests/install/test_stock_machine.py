@@ -1,9 +1,12 @@
 """The two install paths on a stock machine, for real (slow: `pytest -m install`).
 
-- `make setup` in a fresh copy with pip's configuration hidden and TORCH_INDEX_URL pointed at a local
-  index: the CPU torch, no CUDA, no nvidia-* package, and the training stack imports.
-- The light host: `make image ARCH=gfx942 DRY_RUN=1` and `make plan` in a fresh copy install only the
-  light dependencies: torch is not importable in the venv they made.
+One fresh copy, taken through a user's steps in order, each step's result recorded by a module fixture (so
+the light host is built once, and each test reads its step whatever order the tests run in):
+1. The light host: `make image ARCH=gfx942 DRY_RUN=1` and `make plan` install only the light dependencies:
+   torch is not importable in the venv they made.
+2. `make setup` with a TORCH_INDEX_URL that holds no CPU torch: one error line saying where it looked.
+3. `make setup` with pip's configuration hidden and TORCH_INDEX_URL pointed at a local index: the CPU torch,
+   no CUDA, no nvidia-* package, and the training stack imports; a second `make setup` does nothing.
 """
 
 from __future__ import annotations
@@ -28,49 +31,74 @@ def make(clone, *args, env, timeout=1200) -> subprocess.CompletedProcess:
     return subprocess.run(["make", *args], cwd=clone, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_make_setup_takes_the_cpu_torch_from_the_torch_index_never_cuda(tmp_path, torch_index):
-    clone = fresh_copy(tmp_path / "clone")
+def probe(clone, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(clone / ".venv/bin/python"), "-c", code], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    return fresh_copy(tmp_path_factory.mktemp("stock") / "clone")
+
+
+@pytest.fixture(scope="module")
+def light_host(clone):
+    """Step 1: what `make image DRY_RUN=1` and `make plan` printed, and which heavy imports the venv then had."""
+    env = stock_env()
+    image = make(clone, "image", "ARCH=gfx942", "DRY_RUN=1", env=env, timeout=300)
+    plan = make(clone, "plan", "RECIPE=llama3-8b-z3", env=env, timeout=300)
+    imports = {name: probe(clone, f"import {name}") for name in ("torch", "llamafactory", "deepspeed", "transformers")}
+    return image, plan, imports
+
+
+@pytest.fixture(scope="module")
+def setup_without_cpu_torch(light_host, clone, tmp_path_factory):
+    """Step 2: `make setup` pointed at an index with no CPU torch, and whether torch imported afterwards."""
+    empty = tmp_path_factory.mktemp("no-wheels")
+    proc = make(clone, "setup", env=stock_env(TORCH_INDEX_URL=str(empty)), timeout=600)
+    return empty, proc, probe(clone, "import torch")
+
+
+@pytest.fixture(scope="module")
+def setup_done(setup_without_cpu_torch, clone, torch_index):
+    """Step 3: `make setup` from the local CPU torch index, the stack it installed, and a second `make setup`."""
     proc = make(clone, "setup", env=stock_env(TORCH_INDEX_URL=torch_index))
+    stack = probe(clone, CHECK_CPU_STACK)
+    again = make(clone, "setup", env=stock_env(TORCH_INDEX_URL=torch_index), timeout=120)
+    return proc, stack, again
+
+
+def test_make_setup_takes_the_cpu_torch_from_the_torch_index_never_cuda(clone, setup_done, torch_index):
+    proc, stack, again = setup_done
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert f"from TORCH_INDEX_URL={torch_index}" in out
-    probe = subprocess.run([str(clone / ".venv/bin/python"), "-c", CHECK_CPU_STACK], capture_output=True, text=True)
-    assert probe.returncode == 0, probe.stderr[-2000:]
-    assert "cuda None hip None nvidia [] torch 2.13.0+cpu" in probe.stdout, probe.stdout
-    assert "bitsandbytes 0.50.2" in probe.stdout, probe.stdout  # --no-deps beside the CPU torch (QLoRA on CPU)
+    assert stack.returncode == 0, stack.stderr[-2000:]
+    assert "cuda None hip None nvidia [] torch 2.13.0+cpu" in stack.stdout, stack.stdout
+    assert "bitsandbytes 0.50.2" in stack.stdout, stack.stdout  # --no-deps beside the CPU torch (QLoRA on CPU)
     # What every rocmft process imports is compiled once, at setup, even where PYTHONDONTWRITEBYTECODE=1
     site = next((clone / ".venv" / "lib").glob("python3*/site-packages"))
     for module in ("llamafactory/hparams/parser", "llamafactory/train/tuner", "deepspeed/runtime/config", "torch/__init__"):
         folder, name = (site / module).parent, (site / module).name
         assert list((folder / "__pycache__").glob(f"{name}.*.pyc")), f"no bytecode for {module}"
     # Idempotent: the second run installs nothing and says nothing.
-    again = make(clone, "setup", env=stock_env(TORCH_INDEX_URL=torch_index), timeout=120)
     assert again.returncode == 0 and "==>" not in again.stdout, again.stdout
 
 
-def test_make_setup_without_a_cpu_torch_says_where_it_looked_in_one_line(tmp_path):
-    clone = fresh_copy(tmp_path / "clone")
-    empty = tmp_path / "no-wheels"
-    empty.mkdir()
-    proc = make(clone, "setup", env=stock_env(TORCH_INDEX_URL=str(empty)), timeout=600)
+def test_make_setup_without_a_cpu_torch_says_where_it_looked_in_one_line(setup_without_cpu_torch):
+    empty, proc, torch_import = setup_without_cpu_torch
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, proc.stderr
     assert f"TORCH_INDEX_URL={empty}" in errors[0] and "set TORCH_INDEX_URL" in errors[0]
-    assert subprocess.run([str(clone / ".venv/bin/python"), "-c", "import torch"], capture_output=True).returncode != 0
+    assert torch_import.returncode != 0
 
 
-def test_light_host_builds_image_plans_and_plans_without_torch(tmp_path):
-    clone = fresh_copy(tmp_path / "clone")
-    env = stock_env()
-    image = make(clone, "image", "ARCH=gfx942", "DRY_RUN=1", env=env, timeout=300)
+def test_light_host_builds_image_plans_and_plans_without_torch(light_host):
+    image, plan, imports = light_host
     assert image.returncode == 0, (image.stdout + image.stderr)[-3000:]
     assert "rocm/pytorch" in image.stdout
-    plan = make(clone, "plan", "RECIPE=llama3-8b-z3", env=env, timeout=300)
     assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
     assert "verdict:" in plan.stdout
-    probe = subprocess.run([str(clone / ".venv/bin/python"), "-c", "import torch"], capture_output=True, text=True)
-    assert "No module named 'torch'" in probe.stderr
+    assert "No module named 'torch'" in imports["torch"].stderr
     for heavy in ("llamafactory", "deepspeed", "transformers"):
-        assert subprocess.run([str(clone / ".venv/bin/python"), "-c", f"import {heavy}"],
-                              capture_output=True).returncode != 0, heavy
+        assert imports[heavy].returncode != 0, heavy

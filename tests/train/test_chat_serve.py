@@ -165,12 +165,17 @@ def test_the_prompt_is_in_no_command_line_but_makes_own(env, run, tmp_path):
     assert prompt_file.parent.parent == ROOT / ".cache" / "serve" and not prompt_file.parent.exists()
 
 
-def test_make_chat_last_with_the_merged_export(env, run):
+def test_make_export_merges_once_then_make_chat_last_talks_to_the_merged_export(env, run):
+    """The one merge of the tiny adapter in CI (`make export`): merged/ written, a second export refused."""
     copy = Path(env["ROCMFT_RUNS"]) / "talk-merged"
     shutil.copytree(run, copy)  # export writes into the run; `last` is the newest run in this module's runs
     exported = subprocess.run(["make", "-s", "export", f"RUN={copy}"], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=600)
     assert exported.returncode == 0, exported.stderr[-2000:]
+    assert (copy / "merged" / "model.safetensors").is_file() and (copy / "merged" / "config.json").is_file()
+    again = subprocess.run(["make", "-s", "export", f"RUN={copy}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode != 0 and "not overwritten" in again.stderr, again.stderr[-2000:]  # nothing lost
     proc = chat(env, "last", "hello")  # the copy is the newest run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip()
@@ -233,7 +238,7 @@ def test_api_key_refuses_a_request_without_it_and_sigint_to_the_launcher_alone_s
     assert_nothing_left(server, port)
 
 
-def test_without_rocmft_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(env, run):
+def test_without_rocmft_api_key_a_key_is_generated_and_a_web_page_cannot_use_the_api(env, run, process_mark):
     """LLaMA-Factory's API allows every CORS origin: a page on any site, open in the user's browser, could
     post to 127.0.0.1 and read the answer. A request carrying a foreign Origin and no key is refused; the
     real openai client with the generated key is answered; the request log is the user's alone. A generic
@@ -248,7 +253,8 @@ def test_without_rocmft_api_key_a_key_is_generated_and_a_web_page_cannot_use_the
     port = free_port()
     another = "sk-another-services-key-0123456789"
     server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "SET=max_new_tokens=8 do_sample=false"],
-                    {**{k: v for k, v in env.items() if k != "ROCMFT_API_KEY"}, "API_KEY": another})
+                    process_mark.env({**{k: v for k, v in env.items() if k != "ROCMFT_API_KEY"},
+                                      "API_KEY": another}))  # stopped at teardown
     server.wait_for("Ctrl-C stops it")
     key = generated_key(server)
     assert len(key) >= 32 and sum(key in line for line in server.lines) == 1  # printed once

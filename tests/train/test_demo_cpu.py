@@ -41,3 +41,15 @@ def test_demo_loss_falls_by_well_over_half_with_lora(demo_run):
 def test_demo_ends_with_the_next_commands(demo_run):
     last = demo_run.output.strip().splitlines()[-1]
     assert "make chat RUN=last" in last and "make eval RUN=last" in last, last
+
+
+def test_a_piped_demo_stays_under_40_lines_with_the_first_and_last_step(demo_run):
+    """60 steps piped: a line every few steps (src/rocmft/launch/terminal.py PLAIN_STEP_LINES), the first and the
+    last always, in order; the summary and the answers unchanged around them."""
+    lines = demo_run.output.splitlines()
+    total = demo_run.max_steps
+    shown = [int(m) for m in re.findall(rf"^\[rocmft\] step (\d+)/{total}  loss ", demo_run.output, re.M)]
+    assert total > 40 and shown[0] == 1 and shown[-1] == total and shown == sorted(set(shown)), shown
+    assert len(lines) < 40, "\n".join(lines)
+    assert any(line.startswith("[rocmft] done: ") for line in lines) and "\r" not in demo_run.output
+    print(f"piped make demo: {len(lines)} lines, {len(shown)} of {total} steps shown")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EVAL_ROWS, ROOT
+from tests.conftest import EVAL_ROWS, ROOT, make_env
 
 pytestmark = pytest.mark.train
 ROWS = EVAL_ROWS
@@ -70,3 +70,16 @@ def test_the_markdown_table_and_make_runs_show_it(evaluated):
     header, row = listing.stdout.splitlines()[:2]
     assert header.split()[6] == "EVAL" and row.split()[0] == "evaluated"
     assert row.split()[6] == f"{tuned:.4f}"
+
+
+def test_make_eval_after_the_demo_shows_the_demo_helped(demo_run, tmp_path):
+    """The README's first two commands, `make demo` then `make eval RUN=last` (CI ran them once more after
+    `make test`; the session's demo run is the same command): on the demo's held-out rows the tuned eval loss is
+    below the base's."""
+    env = make_env(tmp_path)
+    demo_run.copy_to(tmp_path / "runs", "demo")  # eval writes into the run dir: never the shared one
+    proc = subprocess.run(["make", "-s", "eval", "RUN=last", "N=2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    report = json.loads((tmp_path / "runs" / "demo" / "eval.json").read_text())
+    assert report["data"] == "held-out" and report["tuned"]["eval_loss"] < report["base"]["eval_loss"], report

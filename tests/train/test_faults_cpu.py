@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,7 +121,9 @@ def test_sigterm_saves_a_checkpoint_at_the_step_it_stopped(stopped):
 def test_a_cut_newest_checkpoint_is_skipped_and_the_one_before_resumed(env, stopped):
     from rocmft import checkpoints
 
-    run, _, _ = stopped
+    original_run, _, _ = stopped
+    # cut in a copy: the stopped run is the module's, and test_sigterm_saves_... checks its checkpoint whole
+    run = Path(shutil.copytree(original_run, original_run.with_name("sigterm-cut"), symlinks=True))
     step = max(s for s, _ in checkpoints.listed(run / "output"))
     newest = run / "output" / f"checkpoint-{step}"
     adapter = newest / "adapter_model.safetensors"
@@ -133,11 +136,11 @@ def test_a_cut_newest_checkpoint_is_skipped_and_the_one_before_resumed(env, stop
     assert f"warning: RESUME: {newest} is incomplete (adapter_model.safetensors is cut off" in proc.stderr
     resumed = Path(env["ROCMFT_RUNS"]) / "resumed"
     status = json.loads((resumed / "status.json").read_text())
-    assert status["resumed_from"].endswith(f"sigterm/output/checkpoint-{before}")
+    assert status["resumed_from"].endswith(f"{run.name}/output/checkpoint-{before}")
     logged = _logged(resumed)
     assert [e["step"] for e in logged] == list(range(before + 1, STEPS + 1))  # STEPS - before optimizer steps
     assert _state(resumed / "output" / f"checkpoint-{STEPS}")["global_step"] == STEPS
-    original = {e["step"]: e["loss"] for e in _logged(run)}
+    original = {e["step"]: e["loss"] for e in _logged(original_run)}
     assert logged[0]["loss"] == pytest.approx(original[before + 1], rel=1e-5)  # the same step, the same loss
     print(f"checkpoint-{step} cut: resumed from checkpoint-{before} ({step - before} step(s) trained again), "
           f"first step {logged[0]['time'] - launched:.1f} s after RESUME was launched")

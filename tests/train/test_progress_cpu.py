@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import ROOT, TrainedRun, make_env, rocmft
 
 pytestmark = pytest.mark.train
-MAX_PIPED_LINES = 40  # for a 12-step run: what is not a step line (plan, summary) stays within 28 lines
+MAX_PIPED_LINES = 40  # for tiny-cpu's run (12 steps, read from it): what is not a step line stays within 40 - 12
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +57,14 @@ def run_in_pty(argv: list[str], env: dict[str, str], timeout: float = 600) -> tu
 
 
 def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary(env):
-    code, raw = run_in_pty(["make", "-s", "demo", "RUN_NAME=tty"], env)
+    # 6 of the demo's 60 steps: the terminal's behaviour is the claim here; what the demo teaches in 60 steps is
+    # test_demo_cpu.py's (the session's piped `demo_run`), so CI trains the full demo once
+    code, raw = run_in_pty(["make", "-s", "demo", "RUN_NAME=tty", "SET=max_steps=6"], env)
     text = raw.decode("utf-8", "replace")
     assert code == 0, text[-3000:]
     run = Path(env["ROCMFT_RUNS"]) / "tty"
     total = TrainedRun(run, text).max_steps
+    assert total == 6
     # redrawn in place: each state of the line follows a return to its start and an erase
     drawn = re.findall(rf"\r\x1b\[2K\[rocmft\] step (\d+)/{total} ", text)
     assert len(set(drawn)) >= 2 and drawn[-1] == str(total), drawn
@@ -76,7 +79,8 @@ def test_make_demo_on_a_terminal_redraws_one_live_line_and_ends_with_the_summary
     assert tail[-1].startswith("[rocmft] loss plot ") and tail[-1].endswith("training_loss.png"), tail
     assert any(line.startswith("[rocmft] tokens/s ") for line in tail)
     assert "INFO" not in text and "%|" not in text  # LLaMA-Factory's/transformers' noise stays in train.log
-    assert "Loading weights" in (run / "train.log").read_text() or "[INFO" in (run / "train.log").read_text()
+    log = (run / "train.log").read_text()  # the noise was there, and went to the log: the two checks above can fail
+    assert "[INFO|trainer.py" in log and "***** Running training *****" in log and "%|" in log
 
 
 def test_a_piped_run_prints_a_line_per_step_and_stays_short(trained_run: TrainedRun):
@@ -85,7 +89,7 @@ def test_a_piped_run_prints_a_line_per_step_and_stays_short(trained_run: Trained
     steps = [int(m) for m in re.findall(rf"^\[rocmft\] step (\d+)/{total}  loss ", out, re.M)]
     assert steps == logged_steps(run) and steps[-1] == total  # one line per logged step, labelled right
     lines = out.splitlines()
-    assert len(lines) <= len(steps) + MAX_PIPED_LINES - 12, "\n".join(lines)  # the step lines + the bound's rest
+    assert len(lines) <= len(steps) + MAX_PIPED_LINES - total, "\n".join(lines)  # the step lines + the bound's rest
     assert lines[-1].startswith("[rocmft] loss plot ") and any(line.startswith("[rocmft] done: ") for line in lines)
     assert "INFO" not in out and "{'loss'" not in out
     assert (run / "output" / "training_loss.png").is_file()

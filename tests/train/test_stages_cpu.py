@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -59,7 +60,11 @@ def test_sft_then_dpo_from_its_adapter_then_chat(env, sft):
     assert math.isclose(steps[0]["loss"], stages.LN2, abs_tol=1e-3) and steps[0]["reward_accuracy"] == 0.0
     assert "warning: DPO's first loss" not in proc.stdout
     assert stages.tail_mean(steps, "reward_accuracy") > 0.5, [e["reward_accuracy"] for e in steps]
-    assert "[rocmft] rewards    accuracy 0.00 -> " in proc.stdout and "acc " in proc.stdout
+    assert "[rocmft] rewards    accuracy 0.00 -> " in proc.stdout
+    # each piped step line shows that step's reward accuracy from its event (a short run: every step is printed)
+    shown = {int(n): float(acc) for n, acc in re.findall(r"^\[rocmft\] step (\d+)/\d+  loss .*?  acc (\d\.\d\d)  ",
+                                                           proc.stdout, re.M)}
+    assert shown == {e["step"]: round(e["reward_accuracy"], 2) for e in steps}, (shown, proc.stdout[-2000:])
     chat = subprocess.run(["make", "-s", "chat", "RUN=last", "PROMPT=What is ROCm?",
                            "SET=max_new_tokens=16 do_sample=false"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -1,6 +1,7 @@
 """The watchdog on a real CPU run: a collapsed network is a failed run (exit 3, diverged.json with reason
 `collapsed`). That a healthy run trains the same with the watchdog on as off is
-tests/train/test_train_cpu.py::test_watchdog_leaves_a_normal_run_unchanged."""
+tests/train/test_train_cpu.py::test_rendered_yaml_runs_with_plain_llamafactory_cli_and_our_callbacks_change_no_loss
+(the run without rocmft's callbacks trains the session run's losses)."""
 
 from __future__ import annotations
 

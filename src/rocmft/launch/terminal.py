@@ -2,9 +2,10 @@
 
 On a TTY (a person watching): the project's lines scroll above a single rich line with step/total, a bar,
 loss (and a DPO/KTO run's reward accuracy, margin or KL), tokens/s per GPU and ETA, redrawn on every event
-and twice a second (so the ETA counts down while a long step runs). Not a TTY (CI, `| tee`, a file): one
-plain line per logged step, never a carriage return. With VERBOSE the job's raw output streams too, so there
-is no live line to tear apart: steps are plain lines between whole lines of output.
+and twice a second (so the ETA counts down while a long step runs). Not a TTY (CI, `| tee`, a file): a
+plain line per logged step of a short run, about PLAIN_STEP_LINES of a longer one (the first and last step
+always, the rest at a steady interval), never a carriage return. With VERBOSE the job's raw output streams
+too, so there is no live line to tear apart: steps are plain lines between whole lines of output.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from ..safe_text import for_terminal
 from . import events
 
 PREFIX = "[rocmft] "
+# A piped run (CI, `| tee`, a file) shows this many step lines at most, plus the last: every step of a run this
+# short (tiny-cpu's 12), a steady cadence for a longer one (the demo's 60: every 4th), so a piped `make demo`
+# stays under 40 lines. The trainer_log and progress.jsonl keep every step; only the terminal skips.
+PLAIN_STEP_LINES = 15
 
 
 class Display:
@@ -30,6 +35,8 @@ class Display:
         self.stage: str | None = None  # from the job's begin event: a dpo/kto line shows the stage's signals
         self.last_at = 0.0
         self._line_start = True
+        self._printed: int | None = None  # the last step a plain line was printed for
+        self._next_due = 0
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._live = None
@@ -78,10 +85,27 @@ class Display:
         self.last, self.last_at = event, time.monotonic()
         if self._live is not None:
             self._live.refresh()
-        else:
-            self.line(PREFIX + events.step_line(event, self.stage))
+        elif self._due(event):
+            self._print_step(event)
+
+    def _due(self, event: dict[str, Any]) -> bool:
+        """Plain output: every step of a short run (or one of unknown length); else the first step, then one
+        every max_steps / PLAIN_STEP_LINES steps, and the last."""
+        step, total = int(event.get("step") or 0), int(event.get("max_steps") or 0)
+        if total <= PLAIN_STEP_LINES:
+            return True
+        return self._printed is None or step >= self._next_due or step >= total
+
+    def _print_step(self, event: dict[str, Any]) -> None:
+        step, total = int(event.get("step") or 0), int(event.get("max_steps") or 0)
+        self._printed = step
+        every = max(1, -(-total // PLAIN_STEP_LINES))
+        self._next_due = (step // every + 1) * every  # multiples of `every`: 1, 4, 8, ... 60 for the demo
+        self.line(PREFIX + events.step_line(event, self.stage))
 
     def close(self) -> None:
+        if self._live is None and self.last is not None and self._printed != int(self.last.get("step") or 0):
+            self._print_step(self.last)  # stopped between two printed steps (Ctrl-C, divergence): its last shows
         if self._live is not None:
             self._live.refresh()
             self._live.stop()  # the final state stays on screen, the summary follows below it

@@ -137,6 +137,11 @@ def test_head_dims_come_from_the_model_table():
     assert kernels.sources_estimate(one) == round(kernels.CK_SOURCES_ALL_DIMS / 4)
     # PR #82's own point: 636 s at MAX_JOBS=128 for every head dim.
     assert round(kernels.seconds_estimate(full, 128)) == 636
+    # Away from that point the estimate is the model the comment states (job-seconds per source over MAX_JOBS,
+    # perfect scaling): half the jobs, twice the time; one job, 128 times; half the sources, half the time.
+    assert kernels.seconds_estimate(full, 64) == pytest.approx(2 * 636)
+    assert kernels.seconds_estimate(full, 1) == pytest.approx(128 * 636)
+    assert kernels.seconds_estimate(half, 128) == pytest.approx(636 * 1390 / 2775)
 
 
 def test_a_host_kept_wheel_is_sent_instead_of_compiling(tmp_path):

@@ -10,16 +10,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-
 from rocmft.launch import local
+from tests.conftest import wait_until
 
 # A rank of its own session, as torchrun starts them: out of reach of a signal to the job's group.
 JOB = 'trap "echo asked to save" TERM; setsid sleep 600 & echo "rank $!"; while :; do sleep 0.05; done'
 
 
-def job() -> subprocess.Popen:
-    return subprocess.Popen(["bash", "-c", JOB], start_new_session=True, stdout=subprocess.PIPE, text=True)
+def job() -> tuple[subprocess.Popen, int]:
+    """The job and its rank's pid. The rank line is echoed after the trap is set: once read, bash traps SIGTERM."""
+    proc = subprocess.Popen(["bash", "-c", JOB], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    return proc, int(proc.stdout.readline().split()[1])
 
 
 def gone(proc: subprocess.Popen, within: float) -> bool:
@@ -45,21 +46,18 @@ def alive(pid: int) -> bool:
 
 
 def test_a_second_ctrl_c_kills_at_once_a_second_sigterm_waits():
-    proc = job()
-    rank = int(proc.stdout.readline().split()[1])
+    proc, rank = job()
     try:
         stop, said = stopper(proc)
-        time.sleep(0.3)  # bash has set its trap
         stop(signal.SIGINT, None)
         assert not gone(proc, 0.5)
         stop(signal.SIGTERM, None)
         assert not gone(proc, 0.5)
         stop(signal.SIGINT, None)
         assert gone(proc, 5) and proc.returncode == -signal.SIGKILL
-        time.sleep(0.2)
-        assert not alive(rank)  # the rank in its own session too
+        wait_until(lambda: not alive(rank), timeout=30, what="the rank in its own session killed too")
         assert proc.stdout.read().splitlines() == ["asked to save"]  # one SIGTERM, to the job's first process only
-        time.sleep(0.2)  # messages are printed from a thread
+        wait_until(lambda: len(said) >= 3, timeout=30, what="the three messages (printed from a thread)")
         assert said[0].startswith("[rocmft] SIGINT: the job finishes its optimizer step and saves a checkpoint (up to 60 s")
         assert said[1].startswith("[rocmft] SIGTERM again: still waiting for the checkpoint")
         assert said[2].startswith("[rocmft] Ctrl-C again: stopped at once")
@@ -70,11 +68,13 @@ def test_a_second_ctrl_c_kills_at_once_a_second_sigterm_waits():
 
 
 def test_the_grace_period_ends_in_sigkill():
-    proc = job()
+    proc, rank = job()
     try:
         stop, _ = stopper(proc, grace_s=0.5)
-        time.sleep(0.3)
         stop(signal.SIGTERM, None)
-        assert gone(proc, 5) and proc.returncode == -signal.SIGKILL
+        assert gone(proc, 30) and proc.returncode == -signal.SIGKILL
+        wait_until(lambda: not alive(rank), timeout=30, what="the rank in its own session killed too")
     finally:
         proc.kill()
+        if alive(rank):
+            os.kill(rank, signal.SIGKILL)

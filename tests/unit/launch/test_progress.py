@@ -192,6 +192,27 @@ def test_plain_output_prints_one_line_per_step_and_no_carriage_return():
     assert lines[0].startswith("[rocmft] step 1/12  loss 6.5000") and "ETA 0:00:06" in lines[0]
 
 
+def test_plain_output_of_a_long_run_prints_a_steady_cadence_with_the_first_and_last_step():
+    from rocmft.launch.terminal import PLAIN_STEP_LINES
+
+    out = io.StringIO()
+    display = Display(out)
+    for n in range(1, 61):  # the demo's 60 steps, piped
+        display.event(step(n, total=60))
+    display.close()
+    shown = [int(line.split()[2].split("/")[0]) for line in out.getvalue().splitlines()]
+    assert shown == [1, *range(4, 61, 4)] and len(shown) <= PLAIN_STEP_LINES + 1, shown
+
+
+def test_plain_output_shows_the_step_a_long_run_stopped_at_though_it_was_not_due():
+    out = io.StringIO()
+    display = Display(out)
+    for n in (1, 2, 3, 4, 5, 6):  # Ctrl-C at step 6 of 100: every 7th is due
+        display.event(step(n, total=100))
+    display.close()
+    assert [line.split()[2] for line in out.getvalue().splitlines()] == ["1/100", "6/100"]
+
+
 def test_a_tty_gets_one_live_line_redrawn_in_place(monkeypatch):
     monkeypatch.setenv("TERM", "xterm")
     out = Tty()
