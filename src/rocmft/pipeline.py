@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from . import arches, chain, layout, paths, recipes, render, run_trust, runs, stages
+from . import arches, chain, hostio, layout, paths, recipes, render, run_trust, runs, stages
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
 
@@ -196,7 +196,7 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
               validated_in=prep.validated_in or None,
               **({"started_from": prep.start.source, "from_spec": prep.start.spec} if prep.start else {}))
     if plan is not None:
-        (prep.run_dir / "plan.json").write_text(plan.to_json())
+        hostio.write_text(prep.run_dir / "plan.json", plan.to_json())
         runs.write_versions(prep.run_dir, image=image, extra={"runtime": runtime, **versions_extra})
     return prep.run_dir
 

@@ -1,7 +1,10 @@
 """What a process inside a rocmft container can do, on a real Docker daemon with the CPU image (issue 26).
 
 - The container a training run gets (`container_spec`, as `make train RUNTIME=docker` builds it) cannot write
-  the checkout (Makefile, .git, src/, .venv), and can write its run dir, as the invoking user.
+  the checkout (Makefile, .git, src/, .venv), and can write its run dir's job folder (output/), as the
+  invoking user.
+- Issue 32: it cannot plant a link where the host writes next (status.json, its temp name, train.log): the run
+  dir above output/ is read-only in there; what it plants in output/ is not followed by the host.
 - GPU containers keep Docker's default seccomp profile with CAP_SYS_NICE: the NUMA memory-policy calls ROCr
   makes go through, and the profile still refuses them to a container without it (so it is on, not
   `unconfined`). No GPU here: the GPU spec's security settings are applied to a CPU-image container.
@@ -14,7 +17,7 @@ import os
 
 import pytest
 
-from rocmft import arches, host, pipeline
+from rocmft import arches, host, pipeline, runs
 from rocmft.launch import docker as rt
 from tests.conftest import ROOT
 from tests.docker.test_container_train import client, cpu_image  # noqa: F401 - fixtures
@@ -38,7 +41,7 @@ for rel in ("Makefile", ".git", ".git/config", "src/rocmft/__init__.py", ".venv/
         result[rel] = "written"
     except OSError as exc:
         result[rel] = exc.strerror
-open(os.path.join(run_dir, "probe.txt"), "w").write("from inside\n")
+open(os.path.join(run_dir, "output", "probe.txt"), "w").write("from inside\n")
 print(json.dumps(result))
 """
 
@@ -64,7 +67,7 @@ def training_spec(tmp_path, monkeypatch):
     plan = pipeline.build_plan(prep, python="python", env={})
     facts = host.gather(tools=False)
     spec = rt.container_spec(plan, A["cpu"], facts, image="rocmft:cpu")
-    prep.run_dir.mkdir(parents=True)
+    runs.create(prep.run_dir)
     assert not rt.check_mounts(spec) and not rt.create_cache_dirs(spec)
     return spec, prep.run_dir
 
@@ -80,9 +83,46 @@ def test_a_training_container_cannot_write_the_checkout_and_writes_its_run_dir(c
     assert {"Makefile", "src/rocmft/__init__.py", "planted.py"} <= set(result)
     assert not (ROOT / "planted.py").exists()
     assert {p: p.stat().st_mtime_ns for p in before} == before
-    probe = run_dir / "probe.txt"
+    probe = run_dir / "output" / "probe.txt"
     assert probe.read_text() == "from inside\n"
     assert (probe.stat().st_uid, probe.stat().st_gid) == (os.getuid(), os.getgid())  # the invoking user
+
+
+PLANT = r"""
+run=$1; victim=$2
+for name in status.json.tmp status.json train.log container.json; do
+  ln -s "$victim" "$run/$name" 2>/dev/null && echo "planted $name" || echo "refused $name"
+done
+ln -s "$victim" "$run/output/progress.jsonl" && ln -s "$victim" "$run/output/diverged.json" && echo "planted output"
+"""
+
+
+def test_a_container_cannot_plant_a_link_where_the_host_writes(client, tmp_path, monkeypatch):  # noqa: F811
+    """The container-side half of issue 32 item 2, in a real container with the training spec's mounts and
+    user (the arch's base image: a shell is all the attack needs), then the real host code that ends a run."""
+    from rocmft.launch import events, outcome
+
+    base = A["cpu"].base_image
+    try:
+        client.images.get(base)
+    except Exception:  # noqa: BLE001
+        pytest.fail(f"no {base} on the daemon: build it with scripts/ci/build-cpu-base.sh")
+    import dataclasses
+
+    spec, run_dir = training_spec(tmp_path, monkeypatch)
+    victim = tmp_path / "home" / ".bashrc"
+    victim.parent.mkdir()
+    victim.write_text("alias ll='ls -l'\n")
+    code, out = run_probe(client, dataclasses.replace(spec, image=base),
+                          ["sh", "-c", PLANT, "plant", str(run_dir), str(victim)])
+    assert code == 0, out
+    assert out.split() == ["refused", "status.json.tmp", "refused", "status.json", "refused", "train.log",
+                           "refused", "container.json", "planted", "output"], out
+    runs.mark(run_dir, "running", runtime="docker")
+    assert events.read(run_dir) == []  # the planted progress.jsonl link is not followed
+    outcome.finish(run_dir, 0, "cpu")
+    assert victim.read_text() == "alias ll='ls -l'\n"
+    assert runs.read_status(run_dir)["state"] == "diverged"  # the job's word (its diverged.json), nothing more
 
 
 def _mempolicy_probe(client, spec):  # noqa: F811

@@ -39,6 +39,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..jobfiles import METRICS, job_file
+
 WARMUP_STEPS = 2
 TOKEN_MODES = ("non_padding", "all")
 SCHEMA = 1
@@ -240,10 +242,11 @@ class MetricsCallback(TrainerCallback):
             "steps": self.steps,
             **summarize(self.steps, warmup, world, self._tokens_at_begin),
         }
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.run_dir / "metrics.json.tmp"
+        target = job_file(self.run_dir, METRICS)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{METRICS}.tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, self.run_dir / "metrics.json")
+        os.replace(tmp, target)
 
     def _device(self) -> str:
         if self._cuda:

@@ -69,8 +69,9 @@ GPU_FLAGS = dict(group_add=("44", "109"), ipc_mode="host", shm_size=None, cap_ad
 PROJECT_MOUNT = rt.Mount(ROOT, ROOT, read_only=True,
                          why="the project, read-only: recipes, data, models, code; the job's working directory "
                              "(paths in the rendered files are relative to it)")
-RUN_MOUNT = rt.Mount(f"{ROOT}/runs/x", f"{ROOT}/runs/x", made_by_launch=True,
-                     why="this run's directory: all the job writes")
+# only the run dir's job folder: the run dir above it (status.json, train.log) is the host's (issue 32)
+RUN_MOUNT = rt.Mount(f"{ROOT}/runs/x/output", f"{ROOT}/runs/x/output", made_by_launch=True,
+                     why="this run's output/: all the job writes")
 HF_MOUNT = rt.Mount("/data/hf", "/data/hf", create=True, why="HF cache (HF_HOME): hub models, datasets, tokens")
 HOME_MOUNT = rt.Mount(f"{ROOT}/.cache/container-home", f"{ROOT}/.cache/container-home", create=True,
                       why="HOME: MIOpen, Triton and pip caches")
@@ -95,7 +96,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
-            "WANDB_DIR": f"{ROOT}/runs/x",  # not ./wandb in the read-only checkout
+            "WANDB_DIR": f"{ROOT}/runs/x/output",  # not ./wandb in the read-only checkout
         },
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
         devices=("/dev/kfd", "/dev/dri"),  # every GPU: ROCr numbers them as on the host
@@ -138,7 +139,7 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     assert spec.environment == {
         "HF_HOME": "/home/bob/.cache/huggingface", "HOME": f"{ROOT}/.cache/container-home",
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
-        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x",
+        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x/output",
     }
     assert spec.devices == ("/dev/kfd", "/dev/dri")
     assert spec.group_add == ("44", "992")  # the host's GIDs, not names the image may not know
@@ -157,14 +158,14 @@ def test_spec_gfx1100_as_docker_run_line():
         "docker", "run", "--rm", "--pull=never", "--name", "rocmft-x", "--init",
         "--device=/dev/kfd", "--device=/dev/dri", "--group-add=44", "--group-add=992", "--ipc=host",
         "--cap-add=SYS_NICE", "--ulimit=memlock=-1:-1",
-        f"--volume={ROOT}:{ROOT}:ro", f"--volume={ROOT}/runs/x:{ROOT}/runs/x",
+        f"--volume={ROOT}:{ROOT}:ro", f"--volume={ROOT}/runs/x/output:{ROOT}/runs/x/output",
         "--volume=/home/bob/.cache/huggingface:/home/bob/.cache/huggingface",
         f"--volume={ROOT}/.cache/container-home:{ROOT}/.cache/container-home",
         f"--workdir={ROOT}", "--user=1001:1001",
         "--env=FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
         "--env=HF_HOME=/home/bob/.cache/huggingface", f"--env=HOME={ROOT}/.cache/container-home",
         "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", "--env=ROCMFT_RUN_DIR=runs/x",
-        f"--env=WANDB_DIR={ROOT}/runs/x", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
+        f"--env=WANDB_DIR={ROOT}/runs/x/output", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
         "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",
         "--label=ai.rocmft.launcher.host=ws", "--label=ai.rocmft.launcher.pid=4242",
         f"--label=ai.rocmft.run={ROOT}/runs/x",
@@ -178,7 +179,7 @@ def test_spec_cpu_has_no_gpu_flags():
     assert (spec.ipc_mode, spec.shm_size) == (None, "2g")
     assert spec.environment["DS_ACCELERATOR"] == "cpu" and spec.environment["OMP_NUM_THREADS"] == "1"
     # HF_HOME inside the project: writable on its own, the checkout around it read-only
-    assert spec.mounts[0] == PROJECT_MOUNT and writable(spec) == [f"{ROOT}/runs/x", f"{ROOT}/.cache/hf",
+    assert spec.mounts[0] == PROJECT_MOUNT and writable(spec) == [f"{ROOT}/runs/x/output", f"{ROOT}/.cache/hf",
                                                                   f"{ROOT}/.cache/container-home"]
     assert spec.command[:3] == ("python", "-m", "torch.distributed.run")
 
@@ -204,7 +205,7 @@ def test_sdk_kwargs_gpu_subset():
                              "/dev/dri/renderD131:/dev/dri/renderD131:rwm"]
     assert kw["group_add"] == ["44", "109"] and kw["ipc_mode"] == "host" and kw["init"] is True
     assert [(u["Name"], u["Soft"], u["Hard"]) for u in kw["ulimits"]] == [("memlock", -1, -1)]
-    assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "ro"}, f"{ROOT}/runs/x": {"bind": f"{ROOT}/runs/x", "mode": "rw"},
+    assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "ro"}, f"{ROOT}/runs/x/output": {"bind": f"{ROOT}/runs/x/output", "mode": "rw"},
                              "/data/hf": {"bind": "/data/hf", "mode": "rw"},
                              HOME_MOUNT.source: {"bind": HOME_MOUNT.source, "mode": "rw"}}
     assert kw["user"] == "1000:1000" and kw["working_dir"] == ROOT and kw["cap_add"] == ["SYS_NICE"]
@@ -219,7 +220,7 @@ def test_mounts_for_inputs_and_runs_outside_the_project():
                              args={"model_name_or_path": "/models/llama3-8b", "dataset_dir": "data",
                                    "adapter_name_or_path": "/data/hf/adapters/a"})
     assert [(m.source, m.read_only) for m in spec.mounts] == [
-        (ROOT, True), ("/scratch/runs", True), ("/scratch/runs/x", False), ("/data/hf", False), (HOME_MOUNT.source, False),
+        (ROOT, True), ("/scratch/runs", True), ("/scratch/runs/x/output", False), ("/data/hf", False), (HOME_MOUNT.source, False),
         ("/models/llama3-8b", True),  # the model dir: read-only; the adapter is under HF_HOME already
     ]
     assert spec.labels["ai.rocmft.run"] == "/scratch/runs/x" and spec.name == "rocmft-x"
@@ -326,7 +327,7 @@ class FakeClient:
 @pytest.fixture
 def run_dir(tmp_path):
     d = tmp_path / "runs" / "x"
-    d.mkdir(parents=True)
+    (d / "output").mkdir(parents=True)  # as runs.create makes it: the job's folder
     (d / "train.yaml").write_text("stage: sft\n")
     return d
 

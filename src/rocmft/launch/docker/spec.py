@@ -25,7 +25,8 @@ Choices (docs/gpu.md explains them to users):
     the GPU's NUMA node with mbind and fails the allocation if mbind fails (fmm.c: bind_mem_to_numa,
     fmm_allocate_host_gpu), unless numa_available() already said no, which libnuma only does on EPERM from
     2.0.19 on. CAP_SYS_NICE opens those four calls and nothing else of the profile; `unconfined` opened all.
-  - The project is mounted read-only; the run dir, the caches and HOME read-write (see `container_spec`).
+  - The project is mounted read-only; the run dir's job folder (output/), the caches and HOME read-write (see
+    `container_spec`); the run dir above output/ stays the host's (runs.py, hostio.py).
   - memlock unlimited on GPU arches: ROCr/RCCL pin (mlock) host buffers for DMA.
   - The container runs as the invoking user (uid:gid), so run files are not root-owned; HOME is
     <project>/.cache/container-home (writable, and MIOpen/Triton kernel caches survive between runs).
@@ -37,11 +38,12 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from ...arches import Arch
 from ...host import DRI, KFD, HostFacts
+from ...jobfiles import JOB_DIR
 from ...recipes import SECRET_ENV
 from ..plan import LaunchPlan
 
@@ -64,6 +66,9 @@ class Mount:
     create: bool = False  # a cache the launcher creates when missing; False = an input that must exist
     made_by_launch: bool = False  # the run dir: created when the run is committed, after the checks
     why: str = ""
+    # "cache" (a path from the plan's env) or "input" (a path from the rendered args): the recipe chose them,
+    # so checks.check_mounts judges them (launch/mountable.py); "" for what rocmft itself mounts
+    kind: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -152,19 +157,26 @@ def container_spec(
     def covered(path: str, *, rw: bool) -> bool:
         return any(_inside(path, m.source) for m in mounts if not (rw and m.read_only))
 
-    def writable_dir(path: str, why: str, *, made_by_launch: bool = False) -> None:
+    def writable_dir(path: str, why: str, *, made_by_launch: bool = False, kind: str = "") -> None:
         path = posixpath.normpath(path)
         if not covered(path, rw=True):
-            mounts.append(Mount(path, path, create=not made_by_launch, made_by_launch=made_by_launch, why=why))
+            mounts.append(Mount(path, path, create=not made_by_launch, made_by_launch=made_by_launch, why=why,
+                                kind=kind))
 
     runs_dir = posixpath.normpath(host.runs_dir) if host.runs_dir else posixpath.join(root, "runs")
+    if not covered(runs_dir, rw=False):  # other runs stay readable (RESUME=, the adapter a server loads)
+        mounts.append(Mount(runs_dir, runs_dir, read_only=True, create=True,
+                            why="run dirs (ROCMFT_RUNS is outside the project), read-only"))
     if run_dir:
-        writable_dir(run_dir, "this run's directory: all the job writes", made_by_launch=True)
+        # Only the job folder: the run dir above it is the host's (status.json, train.log, plan.json), so
+        # nothing the job plants there (a symlink at a name the host writes next) is ever in the host's way.
+        if not covered(run_dir, rw=False):
+            mounts.append(Mount(posixpath.normpath(run_dir), posixpath.normpath(run_dir), read_only=True,
+                                made_by_launch=True, why="this run's directory, read-only: the host's files"))
+        writable_dir(posixpath.join(run_dir, JOB_DIR), f"this run's {JOB_DIR}/: all the job writes",
+                     made_by_launch=True)
     elif training:
         writable_dir(runs_dir, "run dirs: what a shell may train into")
-    if not covered(runs_dir, rw=False):  # other runs stay readable (RESUME=, the adapter a server loads)
-        mounts.insert(1, Mount(runs_dir, runs_dir, read_only=True, create=True,
-                               why="run dirs (ROCMFT_RUNS is outside the project), read-only"))
     hf_home = posixpath.normpath(host.hf_home)
     writable_dir(hf_home, "HF cache (HF_HOME): hub models, datasets, tokens")
     home = posixpath.join(root, CONTAINER_HOME)
@@ -172,7 +184,7 @@ def container_spec(
     for key in CACHE_ENV:
         value = plan.env.get(key, "")
         if posixpath.isabs(value):
-            writable_dir(value, f"{key} cache")
+            writable_dir(value, f"{key} cache", kind="cache")
     for folder in writable:
         writable_dir(posixpath.join(root, folder), f"{folder}/ (written by the program in the container)")
     for key in INPUT_KEYS:
@@ -182,13 +194,13 @@ def container_spec(
             value = value.strip()
             if posixpath.isabs(value) and not covered(value, rw=False):
                 mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
-                                    why=f"{key} outside the project (read-only)"))
+                                    why=f"{key} outside the project (read-only)", kind="input"))
 
     env = {k: v for k, v in plan.env.items() if k not in SECRET_ENV}
     env["HF_HOME"] = hf_home
     env["HOME"] = home
     if run_dir:  # report_to: wandb writes ./wandb under the working directory, which is read-only
-        env.setdefault("WANDB_DIR", run_dir)
+        env.setdefault("WANDB_DIR", posixpath.join(run_dir, JOB_DIR))
 
     devices: tuple[str, ...] = ()
     group_add: tuple[str, ...] = ()
