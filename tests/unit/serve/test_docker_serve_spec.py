@@ -74,3 +74,14 @@ def test_webui_container_writes_only_llamaboards_folders_and_the_caches():
     assert writable(spec) == {"/data/hf", f"{ROOT}/.cache/container-home", f"{ROOT}/saves",
                               f"{ROOT}/llamaboard_cache", f"{ROOT}/llamaboard_config"}
     assert [m.read_only for m in spec.mounts if m.source == ROOT] == [True]
+
+
+def test_webui_container_gets_its_password_and_no_credential_of_the_caller():
+    """Issue 32: whoever logs in to LlamaBoard runs code in its container, so it holds nothing of yours."""
+    ui = plan.webui("gfx1100", "docker", "127.0.0.1", 7860)
+    env, generated, _ = plan.webui_environment({"HF_HOME": "/data/hf", "HF_TOKEN": "hf_x", "WANDB_API_KEY": "w"})
+    spec = docker.container(ui, A["gfx1100"], mi300x_node(hf_home="/data/hf"), image="rocmft:gfx1100", caller_env=env)
+    assert spec.secret_env == ("ROCMFT_WEBUI_PASSWORD",)
+    created = rt.sdk_kwargs(spec, env)["environment"]
+    assert created["ROCMFT_WEBUI_PASSWORD"] == generated
+    assert "HF_TOKEN" not in created and "WANDB_API_KEY" not in created and "hf_x" not in repr(created)
