@@ -58,10 +58,13 @@ def prepare(
     validate_in: Callable[[arches.Arch], "Place"] | None = None,
     env: Mapping[str, str] | None = None,
     need_model: bool = False,
+    mounted: Callable[[arches.Arch], bool] | None = None,
 ) -> Prepared:
     """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image.
     `need_model`: a job will load the model, so a Hub id must be in the HF cache or downloadable by it
-    (`validate.model`: the cache, HF_HUB_OFFLINE, the Hub's answer); render and plan only read files."""
+    (`validate.model`: the cache, HF_HUB_OFFLINE, the Hub's answer); render and plan only read files.
+    `mounted(arch)`: the runtime bind-mounts the recipe's paths (docker, slurm): they are judged first
+    (launch/mountable.py), before validation in the arch's image asks the daemon anything."""
     env = os.environ if env is None else env
     overrides = list(overrides)
     if arch:
@@ -94,6 +97,10 @@ def prepare(
     validated_in = ""
     try:  # every problem at once: the batch/resume ones together with rendering's and validation's
         rendered = render.render(recipe, run_path, resume_from)
+        if mounted is not None and mounted(arch_info):
+            from .launch import mountable
+
+            raise_if_errors(mountable.recipe_problems(recipe.env, rendered.args, str(paths.root()), env))
         messages = early + list(rendered.warnings)
         if validate or need_model:  # before the checks that look for it
             raise_if_errors(_build_tiny_model(recipe, rendered))

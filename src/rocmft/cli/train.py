@@ -84,6 +84,7 @@ def run(args) -> int:
     prep = pipeline.prepare(args.recipe, overrides(args) + faults, arch=args.arch, nodes=args.nodes, gpus=args.gpus,
                             resume=args.resume, start_from=args.start_from, run_name=args.run_name,
                             validate_in=where.for_runtime(args.runtime, args),
+                            mounted=lambda arch: (args.runtime or where.default_runtime(arch)) in ("docker", "slurm"),
                             # k8s pods read the PVC's HF cache, not this host's: the job finds out there
                             need_model=args.runtime != "k8s")
     warn(prep.messages)

@@ -65,11 +65,12 @@ def launch(prep, args) -> int:
 
     plan = pipeline.build_plan(prep, python="python")
     facts = host_facts.gather()
-    raise_if_errors(check_host(plan, prep.arch, facts))
+    # what the recipe would have mounted is judged before the daemon is asked anything (one line per path)
+    draft = container_spec(plan, prep.arch, facts, image="", args=prep.rendered.args)
+    raise_if_errors([*check_host(plan, prep.arch, facts), *check_mounts(draft)])
     client = connect()
     tag, image = resolve_image(client, prep.arch, getattr(args, "docker_image", None))
     spec = container_spec(plan, prep.arch, facts, image=tag, args=prep.rendered.args, launcher_pid=os.getpid())
-    raise_if_errors(check_mounts(spec))
     raise_if_errors(create_cache_dirs(spec))
     _refuse_name_clash(client, spec.name)
 
