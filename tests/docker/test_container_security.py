@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -123,6 +125,43 @@ def test_a_container_cannot_plant_a_link_where_the_host_writes(client, tmp_path,
     outcome.finish(run_dir, 0, "cpu")
     assert victim.read_text() == "alias ll='ls -l'\n"
     assert runs.read_status(run_dir)["state"] == "diverged"  # the job's word (its diverged.json), nothing more
+
+
+CACHE_PLANT = r"""
+host_ext=$1; hf=$2
+mkdir -p "$TORCH_EXTENSIONS_DIR/evil" && echo planted > "$TORCH_EXTENSIONS_DIR/evil/evil.so" && echo "own $TORCH_EXTENSIONS_DIR"
+(mkdir -p "$host_ext/evil" && echo planted > "$host_ext/evil/evil.so") 2>/dev/null
+cat "$hf/token" 2>/dev/null && echo "token read" || echo "no token"
+"""
+
+
+def test_a_container_cache_plant_never_reaches_the_hosts_torch_extensions_or_token(client, tmp_path, monkeypatch):  # noqa: F811
+    """Issue 32 item 3, in a real container with the training spec: what container code plants in its
+    TORCH_EXTENSIONS_DIR lands in the image's own cache, not on the path host runs load extensions from, and
+    HF_HOME's token file is not in there."""
+    import dataclasses
+
+    base = A["cpu"].base_image
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "token").write_text("hf_secret_of_the_host\n")
+    monkeypatch.setenv("HF_HOME", str(hf))
+    host_ext = tmp_path / "torch_extensions"  # the host's TORCH_EXTENSIONS_DIR (the Makefile exports one)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(host_ext))
+    monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    prep = pipeline.prepare("tiny-cpu", [], run_name="cache", validate=False, env={})
+    plan = pipeline.build_plan(prep, python="python", env=dict(os.environ))
+    spec = rt.container_spec(plan, A["cpu"], host.gather(tools=False), image=base)
+    runs.create(prep.run_dir)
+    assert not rt.check_mounts(spec) and not rt.create_cache_dirs(spec)
+    code, out = run_probe(client, dataclasses.replace(spec, image=base),
+                          ["sh", "-c", CACHE_PLANT, "plant", str(host_ext), str(hf)])
+    assert code == 0, out
+    own = spec.environment["TORCH_EXTENSIONS_DIR"]
+    assert out.split() == ["own", own, "no", "token"], out
+    assert (Path(own) / "evil" / "evil.so").is_file() and own.startswith(str(ROOT / ".cache" / "containers"))
+    assert not host_ext.exists()  # nothing on the path a host run loads extensions from
+    shutil.rmtree(Path(own) / "evil")
 
 
 def _mempolicy_probe(client, spec):  # noqa: F811

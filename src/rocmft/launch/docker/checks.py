@@ -62,7 +62,9 @@ def check_mounts(spec: ContainerSpec, caller_env: Mapping[str, str] | None = Non
     an input mount whose source does not exist (Docker would create an empty root-owned dir)."""
     caller_env = os.environ if caller_env is None else caller_env
     home = caller_env.get("HOME", "")
-    roots = mountable.cache_roots(spec.working_dir, spec.environment.get("HF_HOME", ""), caller_env)
+    # the host's HF_HOME: the container's own is elsewhere (spec.py), its datasets cache is <HF_HOME>/datasets
+    hf_home = os.path.dirname(spec.environment.get("HF_DATASETS_CACHE", "")) or spec.environment.get("HF_HOME", "")
+    roots = mountable.cache_roots(spec.working_dir, hf_home, caller_env)
     problems: list[Problem] = []
     for mount in spec.mounts:
         key = mount.why.split()[0] if mount.why else ""  # "TRITON_CACHE_DIR cache", "model_name_or_path outside..."

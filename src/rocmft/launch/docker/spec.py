@@ -56,6 +56,14 @@ CPU_SHM = "2g"
 INPUT_KEYS = ("model_name_or_path", "adapter_name_or_path", "dataset_dir", "tokenized_path")
 # Caches the plan passes by absolute path; outside the mounts they get a read-write mount (created first).
 CACHE_ENV = ("TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR", "HF_HUB_CACHE", "TRITON_CACHE_DIR", "MIOPEN_USER_DB_PATH")
+# Compiled code and settings a later process loads (a .so from torch's extension loader, Triton kernels,
+# remote model code transformers copies into HF_MODULES_CACHE, matplotlibrc): containers get their own,
+# one folder per image under CONTAINER_CACHES, never the host's (a .so planted by container code ran in a
+# later RUNTIME=local run: issue 32). A recipe that sets one in env: keeps it (launch/mountable.py judges it).
+CONTAINER_CACHES = ".cache/containers"
+OWN_CACHES = {"TORCH_EXTENSIONS_DIR": "torch_extensions", "TRITON_CACHE_DIR": "triton", "MPLCONFIGDIR": "matplotlib",
+              "HF_MODULES_CACHE": "hf_modules", "MIOPEN_USER_DB_PATH": "miopen", "MIOPEN_CUSTOM_CACHE_DIR": "miopen"}
+OFFLINE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -177,13 +185,24 @@ def container_spec(
                      made_by_launch=True)
     elif training:
         writable_dir(runs_dir, "run dirs: what a shell may train into")
+    # HF: the hub and datasets caches of HF_HOME, not HF_HOME itself: its `token` and `stored_tokens` stay
+    # out, and modules/ (remote code the host imports) is the container's own. An offline job only reads the
+    # hub cache: read-only then, so it cannot rewrite the model code a later run loads.
     hf_home = posixpath.normpath(host.hf_home)
-    writable_dir(hf_home, "HF cache (HF_HOME): hub models, datasets, tokens")
+    own = posixpath.join(root, CONTAINER_CACHES, _slug(image))
+    hub = posixpath.normpath(plan.env.get("HF_HUB_CACHE") or posixpath.join(hf_home, "hub"))
+    datasets = posixpath.join(hf_home, "datasets")
+    if str(plan.env.get("HF_HUB_OFFLINE", "")).lower() in OFFLINE and not covered(hub, rw=False):
+        mounts.append(Mount(hub, hub, read_only=True, create=True, why="HF hub cache, read-only (an offline job)"))
+    else:
+        writable_dir(hub, "HF hub cache: models and their code")
+    writable_dir(datasets, "HF datasets cache")
+    writable_dir(own, "this image's own caches: compiled extensions, kernels, remote model code, HF_HOME")
     home = posixpath.join(root, CONTAINER_HOME)
     writable_dir(home, "HOME: MIOpen, Triton and pip caches")
     for key in CACHE_ENV:
         value = plan.env.get(key, "")
-        if posixpath.isabs(value):
+        if posixpath.isabs(value) and key != "HF_HUB_CACHE":
             writable_dir(value, f"{key} cache", kind="cache")
     for folder in writable:
         writable_dir(posixpath.join(root, folder), f"{folder}/ (written by the program in the container)")
@@ -197,7 +216,11 @@ def container_spec(
                                     why=f"{key} outside the project (read-only)", kind="input"))
 
     env = {k: v for k, v in plan.env.items() if k not in SECRET_ENV}
-    env["HF_HOME"] = hf_home
+    env["HF_HOME"] = posixpath.join(own, "hf")  # no token file in there; secrets come by name (HF_TOKEN)
+    env["HF_HUB_CACHE"] = hub
+    env["HF_DATASETS_CACHE"] = datasets
+    for key, folder in OWN_CACHES.items():
+        env.setdefault(key, posixpath.join(own, folder))
     env["HOME"] = home
     if run_dir:  # report_to: wandb writes ./wandb under the working directory, which is read-only
         env.setdefault("WANDB_DIR", posixpath.join(run_dir, JOB_DIR))
@@ -249,6 +272,11 @@ def container_spec(
         init=True,
         interactive=interactive,
     )
+
+
+def _slug(image: str) -> str:
+    """A folder name for an image reference (rocmft:gfx942 -> rocmft_gfx942)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in image).strip("._") or "image"
 
 
 def docker_run_argv(spec: ContainerSpec, *, tty: bool = False) -> list[str]:
