@@ -91,7 +91,7 @@ def own_env(hf_home: str, image: str) -> dict:
 
 HF_MOUNTS = hf_mounts("/data/hf", "rocmft:gfx942")
 HOME_MOUNT = rt.Mount(f"{ROOT}/.cache/container-home", f"{ROOT}/.cache/container-home", create=True,
-                      why="HOME: MIOpen, Triton and pip caches")
+                      why="HOME: pip and other tools' caches")
 
 
 def writable(spec) -> list[str]:

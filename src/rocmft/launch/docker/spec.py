@@ -29,7 +29,9 @@ Choices (docs/gpu.md explains them to users):
     `container_spec`); the run dir above output/ stays the host's (runs.py, hostio.py).
   - memlock unlimited on GPU arches: ROCr/RCCL pin (mlock) host buffers for DMA.
   - The container runs as the invoking user (uid:gid), so run files are not root-owned; HOME is
-    <project>/.cache/container-home (writable, and MIOpen/Triton kernel caches survive between runs).
+    <project>/.cache/container-home (writable, never the host's); compiled-code caches (torch extensions,
+    Triton, MIOpen, HF_MODULES_CACHE) are the image's own, <project>/.cache/containers/<image>/, kept
+    between runs of that image and never shared with the host (OWN_CACHES).
   - Secrets (HF_TOKEN, ...): the spec holds their NAMES only; the values are read from the caller's
     environment when the container is created and are never written to a file by rocmft.
 """
@@ -199,7 +201,7 @@ def container_spec(
     writable_dir(datasets, "HF datasets cache")
     writable_dir(own, "this image's own caches: compiled extensions, kernels, remote model code, HF_HOME")
     home = posixpath.join(root, CONTAINER_HOME)
-    writable_dir(home, "HOME: MIOpen, Triton and pip caches")
+    writable_dir(home, "HOME: pip and other tools' caches")
     for key in CACHE_ENV:
         value = plan.env.get(key, "")
         if posixpath.isabs(value) and key != "HF_HUB_CACHE":
