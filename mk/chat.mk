@@ -27,7 +27,7 @@ serve: host ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HO
 	$(call stack_when_local,serve $(RUN_ARGS) $(SERVE_FLAGS))
 	@$(ROCMFT) serve $(RUN_ARGS) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
 
-webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1, beyond it a login: WEBUI_PASSWORD; GPU arches in their container)
+webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; always a login: ROCMFT_WEBUI_PASSWORD or generated; GPU arches in their container)
 	$(call stack_when_local,webui $(call opt,--arch,$(ARCH)) $(SERVE_FLAGS))
 	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from . import arches, chain, layout, paths, recipe_env, recipes, render, run_trust, runs, stages
+from . import arches, chain, hostio, layout, paths, recipe_env, recipes, render, run_trust, runs, stages
 from .launch import plan as launch_plan
 from .problems import Problem, ProblemReport, raise_if_errors
 
@@ -60,13 +60,16 @@ def prepare(
     need_model: bool = False,
     job: bool = False,
     remember: bool = True,
+    mounted: Callable[[arches.Arch], bool] | None = None,
 ) -> Prepared:
     """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image.
     `need_model`: a job will load the model, so a Hub id must be in the HF cache or downloadable by it
     (`validate.model`: the cache, HF_HUB_OFFLINE, the Hub's answer); render and plan only read files.
     `job`: a job will run the recipe (train, bench): its remote code and the endpoints and loaders its env sets
     need the user's opt-in (`run_trust`, `recipe_env`), as for every other command that runs a model.
-    `remember=False` (a dry run): a valid verdict is not written to the validation cache."""
+    `remember=False` (a dry run): a valid verdict is not written to the validation cache.
+    `mounted(arch)`: the runtime bind-mounts the recipe's paths (docker, slurm): they are judged first
+    (launch/mountable.py), before validation in the arch's image asks the daemon anything."""
     env = os.environ if env is None else env
     overrides = list(overrides)
     if arch:
@@ -101,6 +104,10 @@ def prepare(
     validated_in = ""
     try:  # every problem at once: the batch/resume ones together with rendering's and validation's
         rendered = render.render(recipe, run_path, resume_from)
+        if mounted is not None and mounted(arch_info):
+            from .launch import mountable
+
+            raise_if_errors(mountable.recipe_problems(recipe.env, rendered.args, str(paths.root()), env))
         messages = early + list(rendered.warnings)
         if validate or need_model:  # before the checks that look for it
             raise_if_errors(_build_tiny_model(recipe, rendered))
@@ -211,7 +218,7 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
               validated_in=prep.validated_in or None,
               **({"started_from": prep.start.source, "from_spec": prep.start.spec} if prep.start else {}))
     if plan is not None:
-        (prep.run_dir / "plan.json").write_text(plan.to_json())
+        hostio.write_text(prep.run_dir / "plan.json", plan.to_json())
         runs.write_versions(prep.run_dir, image=image, extra={"runtime": runtime, **versions_extra})
     return prep.run_dir
 

@@ -7,10 +7,16 @@ Layout of runs/<name>/:
   status.json           running | requeued | succeeded | failed | interrupted | diverged, exit code, times,
                         and each attempt (a Slurm requeue is the next one): start, end, how it ended, the
                         steps it trained, torchrun's restarts in it, nodes
-  progress.jsonl        the job's progress events, one per logged step (launch/events.py): what the terminal,
-                        the summary and this listing read
   train.log             everything the job printed
-  output/               LLaMA-Factory's output_dir: adapter, checkpoint-N/, trainer_log.jsonl, training_loss.png
+  output/               the job's folder, the ONLY part of the run dir a container or an Apptainer job can
+                        write: LLaMA-Factory's output_dir (adapter, checkpoint-N/, trainer_log.jsonl,
+                        training_loss.png) and rocmft's job files: progress.jsonl (one event per logged step,
+                        launch/events.py), diverged.json (the watchdog), metrics.json (the metrics callback)
+
+Everything above output/ is the host's: written by the host only (rocmft.hostio: unique temp names, never
+through a link), and never mounted writable into a job. What the host reads from output/ is the job's word:
+read as untrusted data (size caps, types checked). Run dirs from before this split kept the job files at the top:
+`job_file` still finds them there.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from typing import Any
 
 import yaml
 
-from . import __version__, paths
+from . import __version__, hostio, paths
+from .jobfiles import JOB_DIR, job_dir, job_file  # noqa: F401  (the run dir's job folder: runs.job_dir)
 from .problems import Problem, ProblemReport
 
 STATES = ("rendered", "running", "requeued", "succeeded", "failed", "interrupted", "diverged")
@@ -63,29 +70,29 @@ def choose(recipe_name: str, run_name: str | None = None, now: datetime | None =
 
 
 def create(path: Path) -> Path:
-    """Create the chosen run dir; exclusive, so two launches can never share one. Private (0700): train.log
-    prints training examples, and the dir holds the checkpoints and config a later command loads as you; the
-    job runs as you (container included), so nobody else needs in."""
+    """Create the chosen run dir and its job folder; exclusive, so two launches can never share one. Private
+    (0700): train.log prints training examples, and the dir holds the checkpoints and config a later command
+    loads as you; the job runs as you (container included), so nobody else needs in."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         path.mkdir(mode=0o700)
     except FileExistsError:
         raise ProblemReport([Problem("", "RUN_NAME", f"run dir {relative(path)} appeared meanwhile: runs are never reused",
                                      "launch again")]) from None
+    job_dir(path).mkdir()
     return path
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    """A host file of a run dir, written whole and never through a link (rocmft.hostio)."""
+    hostio.write_json(path, data)
 
 
 def write_inputs(run_dir: Path, resolved_recipe: dict, train_yaml: str, ds_config: str | None) -> None:
-    (run_dir / "recipe.resolved.yaml").write_text(yaml.safe_dump(resolved_recipe, sort_keys=False, allow_unicode=True))
-    (run_dir / "train.yaml").write_text(train_yaml)
+    hostio.write_text(run_dir / "recipe.resolved.yaml", yaml.safe_dump(resolved_recipe, sort_keys=False, allow_unicode=True))
+    hostio.write_text(run_dir / "train.yaml", train_yaml)
     if ds_config is not None:
-        (run_dir / "ds_config.json").write_text(ds_config)
+        hostio.write_text(run_dir / "ds_config.json", ds_config)
 
 
 def git_commit(root: Path) -> str:
@@ -121,10 +128,13 @@ def write_versions(run_dir: Path, image: str | None = None, extra: dict | None =
 # ---------------------------------------------------------------- status
 
 def read_status(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "status.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
+    """status.json, or {} when it is missing or not a JSON object (a run dir older rocmft let a job write to);
+    its attempts are kept only as a list of objects, since `mark` extends them."""
+    status = hostio.read_json(run_dir / "status.json") or {}
+    attempts = status.get("attempts")
+    if attempts is not None:
+        status["attempts"] = [a for a in attempts if isinstance(a, dict)] if isinstance(attempts, list) else []
+    return status
 
 
 def mark(run_dir: Path, state: str, *, attempt: int | None = None, **fields: Any) -> dict[str, Any]:
@@ -178,27 +188,31 @@ def _close(run_dir: Path, attempt: dict[str, Any], now: float, how: str, code: i
 def log_entries(run_dir: Path) -> list[dict[str, Any]]:
     """LLaMA-Factory's trainer_log.jsonl: one JSON object per logged step."""
     entries = []
-    try:
-        with open(run_dir / "output" / "trainer_log.jsonl", encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    entries.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-    except FileNotFoundError:
-        pass
+    text = hostio.read_text(job_dir(run_dir) / "trainer_log.jsonl", hostio.LOG_LIMIT) or ""
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
     return entries
 
 
 def losses(run_dir: Path) -> list[tuple[int, float]]:
-    return [(int(e["current_steps"]), float(e["loss"])) for e in log_entries(run_dir)
-            if e.get("loss") is not None and "current_steps" in e]
+    found = []
+    for e in log_entries(run_dir):
+        try:
+            found.append((int(e["current_steps"]), float(e["loss"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return found
 
 
 def checkpoints(run_dir: Path) -> list[Path]:
     from .checkpoints import listed
 
-    return [p for _, p in listed(run_dir / "output")]
+    return [p for _, p in listed(job_dir(run_dir))]
 
 
 @dataclass(frozen=True)
@@ -233,12 +247,18 @@ def all_runs() -> list[RunInfo]:
 
         t = events.totals(events.read(run_dir))
         loss = [t.last_loss] if t.last_loss else losses(run_dir)
-        started, ended = status.get("started"), status.get("ended")
-        infos.append(RunInfo(run_dir, status.get("recipe", run_dir.name), state, loss[-1][1] if loss else None,
-                             (ended - started) if started and ended else None, started, status.get("exit_code"),
+        started, ended = _number(status.get("started")), _number(status.get("ended"))
+        code = status.get("exit_code")
+        infos.append(RunInfo(run_dir, str(status.get("recipe", run_dir.name)), str(state), loss[-1][1] if loss else None,
+                             (ended - started) if started and ended else None, started,
+                             code if isinstance(code, int) else None,
                              t.tokens_per_s_per_gpu, t.last_step, t.max_steps,
                              status.get("stage") or t.stage or _stage(run_dir)))
     return sorted(infos, key=lambda r: (r.started or r.path.stat().st_mtime, r.path.name))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _stage(run_dir: Path) -> str:
@@ -301,7 +321,7 @@ def resume_checkpoint(spec: str, recipe_name: str) -> tuple[Path, list[Problem]]
     from .checkpoints import newest_complete
 
     run_dir = find(spec, recipe_name)
-    found, skipped = newest_complete(run_dir / "output")
+    found, skipped = newest_complete(job_dir(run_dir))
     warnings = [Problem("", "RESUME", f"{relative(s.path)} is incomplete ({s.why}): skipped", severity="warning")
                 for s in skipped]
     if found is None:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from .jobfiles import DIVERGED, job_file
+
 EXIT_DIVERGED = 3
 EXIT_STOPPED = 75
 
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     wants_plot = train_args.get("plot_loss", True) is not False
     train_args["plot_loss"] = False
     rank0 = os.environ.get("RANK", "0") == "0"
-    if (run_dir / "diverged.json").is_file():  # torchrun restarted the ranks of a diverged run
+    if job_file(run_dir, DIVERGED).is_file():  # torchrun restarted the ranks of a diverged run
         if rank0:
             print("[rocmft] this run diverged (diverged.json): not training again from its checkpoints", flush=True)
         return EXIT_DIVERGED
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     except Diverged as exc:
         _plot(run_dir, train_args, wants_plot)
         if rank0:
-            print(f"[rocmft] watchdog stopped the run: {exc.cause} (details: {run_dir}/diverged.json)", flush=True)
+            print(f"[rocmft] watchdog stopped the run: {exc.cause} (details: {job_file(run_dir, DIVERGED)})", flush=True)
         _leave_group()
         return EXIT_DIVERGED
     except Stopped:

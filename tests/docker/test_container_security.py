@@ -1,7 +1,10 @@
 """What a process inside a rocmft container can do, on a real Docker daemon with the CPU image (issue 26).
 
 - The container a training run gets (`container_spec`, as `make train RUNTIME=docker` builds it) cannot write
-  the checkout (Makefile, .git, src/, .venv), and can write its run dir, as the invoking user.
+  the checkout (Makefile, .git, src/, .venv), and can write its run dir's job folder (output/), as the
+  invoking user.
+- Issue 32: it cannot plant a link where the host writes next (status.json, its temp name, train.log): the run
+  dir above output/ is read-only in there; what it plants in output/ is not followed by the host.
 - GPU containers keep Docker's default seccomp profile with CAP_SYS_NICE: the NUMA memory-policy calls ROCr
   makes go through, and the profile still refuses them to a container without it (so it is on, not
   `unconfined`). No GPU here: the GPU spec's security settings are applied to a CPU-image container.
@@ -11,10 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
-from rocmft import arches, host, pipeline
+from rocmft import arches, host, pipeline, runs
 from rocmft.launch import docker as rt
 from tests.conftest import ROOT
 from tests.docker.test_container_train import TEST_UID, client, cpu_image  # noqa: F401 - fixtures
@@ -38,7 +43,7 @@ for rel in ("Makefile", ".git", ".git/config", "src/rocmft/__init__.py", ".venv/
         result[rel] = "written"
     except OSError as exc:
         result[rel] = exc.strerror
-open(os.path.join(run_dir, "probe.txt"), "w").write("from inside\n")
+open(os.path.join(run_dir, "output", "probe.txt"), "w").write("from inside\n")
 print(json.dumps(result))
 """
 
@@ -70,9 +75,10 @@ def training_spec(tmp_path, monkeypatch, as_uid: int | None = None):
     if as_uid is not None:
         facts = dataclasses.replace(facts, uid=as_uid, gid=as_uid)
     spec = rt.container_spec(plan, A["cpu"], facts, image="rocmft:cpu")
-    prep.run_dir.mkdir(parents=True)
-    if as_uid is not None:
-        os.chown(prep.run_dir, as_uid, as_uid)
+    runs.create(prep.run_dir)
+    if as_uid is not None:  # the run dir and its job folder, as a launch by that user makes them
+        for path in (prep.run_dir, *prep.run_dir.rglob("*")):
+            os.chown(path, as_uid, as_uid)
     assert not rt.check_mounts(spec) and not rt.create_cache_dirs(spec)
     return spec, prep.run_dir
 
@@ -88,7 +94,7 @@ def test_a_training_container_cannot_write_the_checkout_and_writes_its_run_dir(c
     assert {"Makefile", "src/rocmft/__init__.py", "planted.py"} <= set(result)
     assert not (ROOT / "planted.py").exists()
     assert {p: p.stat().st_mtime_ns for p in before} == before
-    probe = run_dir / "probe.txt"
+    probe = run_dir / "output" / "probe.txt"
     assert probe.read_text() == "from inside\n"
     assert (probe.stat().st_uid, probe.stat().st_gid) == (os.getuid(), os.getgid())  # the invoking user
     if os.getuid() == 0:  # root invoking proves nothing about the user: a launch by TEST_UID writes as TEST_UID
@@ -97,6 +103,80 @@ def test_a_training_container_cannot_write_the_checkout_and_writes_its_run_dir(c
         assert code == 0, out
         written = (user_run / "probe.txt").stat()
         assert user_spec.user == f"{TEST_UID}:{TEST_UID}" and (written.st_uid, written.st_gid) == (TEST_UID, TEST_UID)
+
+
+PLANT = r"""
+run=$1; victim=$2
+for name in status.json.tmp status.json train.log container.json; do
+  ln -s "$victim" "$run/$name" 2>/dev/null && echo "planted $name" || echo "refused $name"
+done
+ln -s "$victim" "$run/output/progress.jsonl" && ln -s "$victim" "$run/output/diverged.json" && echo "planted output"
+"""
+
+
+def test_a_container_cannot_plant_a_link_where_the_host_writes(client, tmp_path, monkeypatch):  # noqa: F811
+    """The container-side half of issue 32 item 2, in a real container with the training spec's mounts and
+    user (the arch's base image: a shell is all the attack needs), then the real host code that ends a run."""
+    from rocmft.launch import events, outcome
+
+    base = A["cpu"].base_image
+    try:
+        client.images.get(base)
+    except Exception:  # noqa: BLE001
+        pytest.fail(f"no {base} on the daemon: build it with scripts/ci/build-cpu-base.sh")
+    import dataclasses
+
+    spec, run_dir = training_spec(tmp_path, monkeypatch)
+    victim = tmp_path / "home" / ".bashrc"
+    victim.parent.mkdir()
+    victim.write_text("alias ll='ls -l'\n")
+    code, out = run_probe(client, dataclasses.replace(spec, image=base),
+                          ["sh", "-c", PLANT, "plant", str(run_dir), str(victim)])
+    assert code == 0, out
+    assert out.split() == ["refused", "status.json.tmp", "refused", "status.json", "refused", "train.log",
+                           "refused", "container.json", "planted", "output"], out
+    runs.mark(run_dir, "running", runtime="docker")
+    assert events.read(run_dir) == []  # the planted progress.jsonl link is not followed
+    outcome.finish(run_dir, 0, "cpu")
+    assert victim.read_text() == "alias ll='ls -l'\n"
+    assert runs.read_status(run_dir)["state"] == "diverged"  # the job's word (its diverged.json), nothing more
+
+
+CACHE_PLANT = r"""
+host_ext=$1; hf=$2
+mkdir -p "$TORCH_EXTENSIONS_DIR/evil" && echo planted > "$TORCH_EXTENSIONS_DIR/evil/evil.so" && echo "own $TORCH_EXTENSIONS_DIR"
+(mkdir -p "$host_ext/evil" && echo planted > "$host_ext/evil/evil.so") 2>/dev/null
+cat "$hf/token" 2>/dev/null && echo "token read" || echo "no token"
+"""
+
+
+def test_a_container_cache_plant_never_reaches_the_hosts_torch_extensions_or_token(client, tmp_path, monkeypatch):  # noqa: F811
+    """Issue 32 item 3, in a real container with the training spec: what container code plants in its
+    TORCH_EXTENSIONS_DIR lands in the image's own cache, not on the path host runs load extensions from, and
+    HF_HOME's token file is not in there."""
+    import dataclasses
+
+    base = A["cpu"].base_image
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "token").write_text("hf_secret_of_the_host\n")
+    monkeypatch.setenv("HF_HOME", str(hf))
+    host_ext = tmp_path / "torch_extensions"  # the host's TORCH_EXTENSIONS_DIR (the Makefile exports one)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(host_ext))
+    monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    prep = pipeline.prepare("tiny-cpu", [], run_name="cache", validate=False, env={})
+    plan = pipeline.build_plan(prep, python="python", env=dict(os.environ))
+    spec = rt.container_spec(plan, A["cpu"], host.gather(tools=False), image=base)
+    runs.create(prep.run_dir)
+    assert not rt.check_mounts(spec) and not rt.create_cache_dirs(spec)
+    code, out = run_probe(client, dataclasses.replace(spec, image=base),
+                          ["sh", "-c", CACHE_PLANT, "plant", str(host_ext), str(hf)])
+    assert code == 0, out
+    own = spec.environment["TORCH_EXTENSIONS_DIR"]
+    assert out.split() == ["own", own, "no", "token"], out
+    assert (Path(own) / "evil" / "evil.so").is_file() and own.startswith(str(ROOT / ".cache" / "containers"))
+    assert not host_ext.exists()  # nothing on the path a host run loads extensions from
+    shutil.rmtree(Path(own) / "evil")
 
 
 def _mempolicy_probe(client, spec):  # noqa: F811

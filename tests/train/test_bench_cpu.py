@@ -69,9 +69,9 @@ def test_row_agrees_with_metrics_json(benched):
 
     tmp, _, results, _ = benched
     run_dirs = [p for p in (tmp / "runs").iterdir() if p.name.startswith("tiny-cpu-bench-")]
-    assert len(run_dirs) == 1 and (run_dirs[0] / "metrics.json").is_file()
+    assert len(run_dirs) == 1 and (run_dirs[0] / "output" / "metrics.json").is_file()
     run_dir = run_dirs[0]
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics = json.loads((run_dir / "output" / "metrics.json").read_text())
     row = bench.read_rows(results)[0][1]
     assert metrics["global_step"] == STEPS and len(metrics["steps"]) == STEPS
     assert metrics["warmup_steps"] == 2 and metrics["measured_steps"] == STEPS - 2
@@ -144,8 +144,8 @@ def test_tokens_over_one_epoch_equal_the_datasets_attention_mask(tmp_path, tiny_
     bench_proc = rocmft("bench", "tiny-cpu", "--steps", str(steps), "--results", str(results), "--quiet", unpacked,
                         env=env)
     assert bench_proc.returncode == 0, bench_proc.stdout[-3000:] + bench_proc.stderr[-3000:]
-    run_dir = next(p for p in (tmp_path / "runs").iterdir() if (p / "metrics.json").is_file())
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if (p / "output" / "metrics.json").is_file())
+    metrics = json.loads((run_dir / "output" / "metrics.json").read_text())
     assert metrics["global_step"] == steps and metrics["tokens_mode"] == "non_padding"
     assert metrics["tokens_seen"] == data["tokens"]
 

@@ -159,7 +159,7 @@ def test_divergence_is_stopped_with_advice(env):
     # A full fine-tune of the tiny model at lr 10: the loss jumps from ~6.7 to thousands at step 2.
     # (A LoRA at absurd rates only saturates this tiny model at ln(vocab), which is no divergence.)
     proc, run = train(env, "diverge", "learning_rate=10", "finetuning_type=full", "save_steps=2", expect=3)
-    report = json.loads((run / "diverged.json").read_text())
+    report = json.loads((run / "output" / "diverged.json").read_text())
     assert report["step"] < int(yaml.safe_load((run / "train.yaml").read_text())["max_steps"])
     assert report["loss_tail"] and report["precision"] == "fp32"
     assert report["learning_rate"] == 10

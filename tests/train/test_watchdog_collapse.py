@@ -18,7 +18,7 @@ def test_learning_rate_1000_collapses_and_exits_3(tiny_model, job_env, tmp_path)
     proc = rocmft("train", "tiny-cpu", "learning_rate=1000", "--run-name", "collapsed", env=job_env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out[-3000:]
-    report = json.loads((tmp_path / "runs" / "collapsed" / "diverged.json").read_text())
+    report = json.loads((tmp_path / "runs" / "collapsed" / "output" / "diverged.json").read_text())
     vocab = json.loads((tiny_model / "config.json").read_text())["vocab_size"]
     assert report["reason"] == "collapsed" and report["vocab_size"] == vocab
     assert "COLLAPSED" in out and "lower the learning rate tenfold" in out

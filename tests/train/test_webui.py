@@ -93,8 +93,16 @@ def test_make_webui_cpu_demo_shows_llamaboard_in_chromium(tmp_path, tiny_model, 
     server = Server(["make", "-s", "webui", f"PORT={port}"], env)
     line = server.wait_for("LlamaBoard: ")
     assert f"LlamaBoard: http://127.0.0.1:{port}/  (cpu, local)" in line
+    password = server.wait_for("log in as rocmft, password ").split("password ", 1)[1].split(" ")[0]
     browser, tools = open_browser(browser_path, tmp_path / "chromium-profile", env)
     tools.call("Page.enable")
+    tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
+    # on loopback too, the page is Gradio's login first (issue 32): log in as a person's form would
+    wait_until(lambda: tools.evaluate("document.readyState") == "complete", timeout=60, what="the login page")
+    status = tools.call("Runtime.evaluate", awaitPromise=True, returnByValue=True, expression=(
+        "fetch('/login', {method: 'POST', body: new URLSearchParams({username: 'rocmft', password: "
+        f"{json.dumps(password)}}})}}).then(r => r.status)"))["result"].get("value")
+    assert status == 200, status
     tools.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
     text = ""
 
@@ -128,26 +136,47 @@ def test_make_webui_cpu_demo_shows_llamaboard_in_chromium(tmp_path, tiny_model, 
     assert "share link" not in output and "public URL" not in output and "gradio.live" not in output
 
 
-def test_webui_beyond_loopback_asks_for_a_password(tmp_path, tiny_model, process_mark):
-    """Any address but 127.0.0.1/localhost/::1 (127.0.0.2 here: reachable from this machine only) gets
-    Gradio's login: nothing without it, everything with the password generated and printed once."""
+def llamaboard_pids(mark) -> list[int]:
+    from tests.processes import command_line
+
+    return [pid for pid in mark.alive() if "rocmft.serve.llamaboard" in command_line(pid)]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+def test_webui_asks_for_a_password_on_loopback_too_and_holds_no_credential(host, tmp_path, tiny_model, process_mark):
+    """Issue 32: LlamaBoard loads models with trust_remote_code=True, so one unauthenticated Gradio API call
+    from any local account on 127.0.0.1 ran that account's code as you. Every address (loopback, and
+    127.0.0.2: beyond loopback, reachable from this machine only) gets Gradio's login: nothing without it,
+    everything with the password generated and printed once; the process holds no HF_TOKEN/WANDB_API_KEY."""
     import http.cookiejar
     import urllib.error
     import urllib.parse
 
     port = free_port()
-    env = process_mark.env({k: v for k, v in offline_env(tmp_path, BROWSER="true").items() if k != "WEBUI_PASSWORD"})
-    server = Server([PYTHON, "-m", "rocmft.cli.main", "webui", "--host", "127.0.0.2", "--port", str(port)], env)
+    env = process_mark.env({**{k: v for k, v in offline_env(tmp_path, BROWSER="true").items()
+                               if k != "ROCMFT_WEBUI_PASSWORD"},
+                            "HF_TOKEN": "hf_test_secret_of_the_caller", "WANDB_API_KEY": "wandb_test_secret"})
+    server = Server([PYTHON, "-m", "rocmft.cli.main", "webui", "--host", host, "--port", str(port)], env)
     server.wait_for("Ctrl-C stops it")
     [line] = [ln for ln in server.lines if "log in as rocmft, password " in ln]
     password = line.split("password ", 1)[1].split(" ")[0]
     assert len(password) >= 32
-    assert any("password (WEBUI_PASSWORD)" in ln for ln in server.lines)  # the warning says what protects it
-    base = f"http://127.0.0.2:{port}"
+    if host != "127.0.0.1":
+        assert any("password (ROCMFT_WEBUI_PASSWORD)" in ln for ln in server.lines)  # the warning says what protects it
+    [pid] = llamaboard_pids(process_mark)
+    environ = open(f"/proc/{pid}/environ", "rb").read()
+    assert b"hf_test_secret" not in environ and b"wandb_test_secret" not in environ
+    base = f"http://{host}:{port}"
     jar = http.cookiejar.CookieJar()
     browser = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPCookieProcessor(jar))
     with pytest.raises(urllib.error.HTTPError) as refused:
         browser.open(f"{base}/config", timeout=30)
+    assert refused.value.code == 401
+    # the attack: a Gradio API call (what "load model" sends) without logging in
+    join = json.dumps({"data": [], "fn_index": 0, "session_hash": "attacker", "event_data": None}).encode()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        browser.open(urllib.request.Request(f"{base}/gradio_api/queue/join", data=join,
+                                            headers={"Content-Type": "application/json"}), timeout=30)
     assert refused.value.code == 401
     with pytest.raises(urllib.error.HTTPError):
         browser.open(f"{base}/login", data=urllib.parse.urlencode({"username": "rocmft", "password": "wrong"}).encode(),

@@ -437,7 +437,7 @@ def _drive(cb, clock, steps, tokens_per_step, world=1, mode=None):
         state.num_input_tokens_seen += tokens_per_step
         cb.on_step_end(args, state, None)
     cb.on_train_end(args, state, None)
-    return json.loads((cb.run_dir / "metrics.json").read_text())
+    return json.loads((cb.run_dir / "output" / "metrics.json").read_text())
 
 
 def test_callback_on_cpu_writes_metrics(tmp_path, monkeypatch):

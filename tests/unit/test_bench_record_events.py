@@ -12,6 +12,7 @@ def _bench_run(tmp_path, evs, steps=4):
     run.mkdir()
     bench.write_record(run, recipe_name="tiny-cpu", recipe_path="recipes/tiny-cpu.yaml", steps=steps, stored_overrides=[])
     if evs is not None:
+        events.path(run).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
         events.path(run).write_text("".join(events.encode(e) for e in evs))
     return run
 

@@ -55,9 +55,10 @@ def test_only_rank_zero_writes(tmp_path):
 
 def test_the_plot_needs_two_finite_losses(tmp_path):
     out = tmp_path / "output"
+    events.path(tmp_path).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
     events.path(tmp_path).write_text(events.encode({"event": "step", "step": 1, "loss": 6.0}) +
                                      events.encode({"event": "step", "step": 2, "loss": float("nan")}))
-    assert plot_losses(tmp_path, out) is None and not out.exists()
+    assert plot_losses(tmp_path, out) is None and not (out / "training_loss.png").exists()
     with open(events.path(tmp_path), "a") as fh:
         fh.write(events.encode({"event": "step", "step": 3, "loss": 5.5}))
     png = plot_losses(tmp_path, out)
@@ -72,6 +73,7 @@ def test_the_plot_has_the_held_out_rows_eval_loss_where_the_run_logged_it(tmp_pa
         '{"current_steps": 12, "eval_loss": NaN}\n{"current_steps": 12, "eval_loss": 5.1}\n')
     assert eval_points(out) == [(6, 5.9), (12, 5.1)]
     assert eval_points(tmp_path / "none") == []
+    events.path(tmp_path).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
     events.path(tmp_path).write_text("".join(events.encode({"event": "step", "step": i, "loss": 6.0 - i / 10})
                                              for i in range(1, 13)))
     assert plot_losses(tmp_path, out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

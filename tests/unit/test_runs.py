@@ -46,7 +46,7 @@ def test_resume_needs_a_checkpoint(runs_dir):
 def test_status_and_listing(runs_dir):
     run = runs.create(runs.choose("tiny", "r2"))
     (run / "train.yaml").write_text("x: 1\n")
-    (run / "output").mkdir()
+    assert (run / "output").is_dir()  # the job folder, made with the run dir
     (run / "output" / "trainer_log.jsonl").write_text('{"current_steps": 1, "loss": 3.0}\n{"current_steps": 2, "loss": 2.5}\n')
     runs.mark(run, "running", recipe="tiny", launcher_pid=999999, host=__import__("os").uname().nodename)
     info = runs.all_runs()[0]

@@ -130,5 +130,5 @@ def test_the_callback_reads_the_vocabulary_and_reports_the_reason(tmp_path):
         step, loss, norm, lr = COLLAPSED[3]
         cb.on_log(args, SimpleNamespace(global_step=step, is_world_process_zero=True), None,
                   logs={"loss": loss, "grad_norm": norm, "learning_rate": lr})
-    report = json.loads((tmp_path / "diverged.json").read_text())
+    report = json.loads((tmp_path / "output" / "diverged.json").read_text())
     assert report["reason"] == "collapsed" and report["vocab_size"] == 817 and report["step"] == 4

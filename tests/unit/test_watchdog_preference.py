@@ -129,7 +129,7 @@ def test_the_callback_logs_step_one_prints_the_warning_and_reports_the_preferenc
         for step in (2, 3):
             cb.on_log(args, SimpleNamespace(global_step=step, is_world_process_zero=True), None,
                       logs=logs(0.0, 99.0, 1.0, -99.0))
-    report = json.loads((tmp_path / "diverged.json").read_text())
+    report = json.loads((tmp_path / "output" / "diverged.json").read_text())
     assert report["stage"] == "dpo" and report["pref_beta"] == 0.1 and report["reward_margin_tail"][-1] == [3, 99.0]
     lines = advice.rank(report, None, "tiny-cpu-dpo-x", None)
     assert lines[0] == 'raise pref_beta (0.1 -> 0.2) to keep the policy nearer the reference: make train SET="pref_beta=0.2"'

@@ -6,12 +6,11 @@ for the row, and the progress events (progress.jsonl) for whether it ran the ste
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import arches, runs
+from .. import arches, hostio, runs
 from ..problems import Problem, ProblemReport
 
 BENCH_FILE = "bench.json"  # in the run dir: what `rocmft bench --record` needs when the job ends after bench returns
@@ -23,12 +22,12 @@ def write_record(run_dir: Path, *, recipe_name: str, recipe_path: str, steps: in
 
 
 def read_record(run_dir: Path) -> dict[str, Any]:
-    try:
-        record = json.loads((run_dir / BENCH_FILE).read_text())
-    except (OSError, ValueError):
+    record = hostio.read_json(run_dir / BENCH_FILE)
+    if record is None or not isinstance(record.get("overrides", []), list):
         raise ProblemReport([Problem(str(run_dir), "", f"not a bench run: no readable {BENCH_FILE}",
                                      "--record takes a run dir made by `rocmft bench`")]) from None
-    problem = steps_problem(run_dir, int(record.get("steps") or 0))
+    steps = record.get("steps")
+    problem = steps_problem(run_dir, steps if isinstance(steps, int) else 0)
     if problem:
         raise ProblemReport([problem])
     return record

@@ -45,6 +45,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..jobfiles import METRICS, job_file
+
 WARMUP_STEPS = 2
 TOKEN_MODES = ("non_padding", "all")
 SCHEMA = 1
@@ -301,10 +303,11 @@ class MetricsCallback(TrainerCallback):
             **summarize(self.steps, warmup, world, self._tokens_at_begin),
             **real_rate(self.steps, warmup, world, real),
         }
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.run_dir / "metrics.json.tmp"
+        target = job_file(self.run_dir, METRICS)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{METRICS}.tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, self.run_dir / "metrics.json")
+        os.replace(tmp, target)
 
     def _real_window(self, warmup: int) -> float | None:
         """Real tokens of the measured steps, summed over ranks (a collective: every rank calls it)."""

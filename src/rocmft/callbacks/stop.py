@@ -75,7 +75,9 @@ class StopOnSignalCallback(TrainerCallback):
         checkpoint = f"checkpoint-{state.global_step}"
         signame = self.received or "a signal on another rank"
         if _rank0(state):
-            with open(events.path(self.run_dir), "a", encoding="utf-8") as fh:
+            target = events.path(self.run_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "a", encoding="utf-8") as fh:
                 fh.write(events.encode({"event": "stop", "time": time.time(), "step": int(state.global_step),
                                         "max_steps": int(state.max_steps or 0), "signal": signame,
                                         "checkpoint": checkpoint}))

@@ -38,6 +38,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from .. import stages
+from ..jobfiles import DIVERGED, job_file
 
 DEFAULTS = {"grad_norm_max": 100.0, "grad_norm_patience": 3, "loss_rise_factor": 5.0, "min_steps": 3,
             "reward_margin_max": 50.0, "logp_collapse_factor": 4.0}
@@ -280,7 +281,9 @@ class WatchdogCallback(TrainerCallback):
             **self.context,
         }
         if state.is_world_process_zero:
-            tmp = self.run_dir / "diverged.json.tmp"
+            target = job_file(self.run_dir, DIVERGED)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f"{DIVERGED}.tmp")
             tmp.write_text(json.dumps(report, indent=2) + "\n")
-            os.replace(tmp, self.run_dir / "diverged.json")
+            os.replace(tmp, target)
         raise Diverged(cause, report)

@@ -6,11 +6,11 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
-from .. import bench, pipeline, recipes, runs, tuning
+from .. import bench, hostio, pipeline, recipes, runs, tuning
+from ..jobfiles import METRICS
 from ..problems import Problem, ProblemReport
 from . import train
 from .common import overrides, warn
@@ -66,14 +66,19 @@ def money_line(run_dir: Path, tokens_per_s_per_gpu: float, price_text) -> str:
 
 
 def _append(prep: pipeline.Prepared, run_dir: Path, result, results: Path, record: dict, args=None) -> int:
-    metrics_file = run_dir / "metrics.json"
-    if not metrics_file.is_file():
+    metrics_file = runs.job_file(run_dir, METRICS)
+    metrics = hostio.read_json(metrics_file)  # the job's file: data to check, not to trust
+    if metrics is None:
         state = runs.read_status(run_dir).get("state", "not started")
-        print(f"[rocmft] bench: {runs.relative(metrics_file)} is missing (run state: {state}; the metrics callback "
-              "writes it when training ends): no row written", flush=True)
+        print(f"[rocmft] bench: {runs.relative(metrics_file)} is missing or not a JSON object (run state: {state}; "
+              "the metrics callback writes it when training ends): no row written", flush=True)
         return 1
-    metrics = json.loads(metrics_file.read_text())
-    built = bench.build_row(prep, metrics, result, steps=int(record["steps"]), stored_overrides=list(record["overrides"]))
+    try:
+        built = bench.build_row(prep, metrics, result, steps=int(record["steps"]), stored_overrides=list(record["overrides"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        print(f"[rocmft] bench: {runs.relative(metrics_file)} is not what the metrics callback writes ({exc!r}): "
+              "no row written", flush=True)
+        return 1
     for note in built.notes:
         print(f"note: {note}", flush=True)
     problems = bench.validate_row(built.row)
@@ -154,7 +159,7 @@ def run(args) -> int:
     if code != 0:
         print(f"[rocmft] bench: the run did not succeed (exit code {code}): no row written", flush=True)
         return code
-    if not (prep.run_dir / "metrics.json").is_file() and (runtime in ASYNC_RUNTIMES or not getattr(args, "submit", True)):
+    if not runs.job_file(prep.run_dir, METRICS).is_file() and (runtime in ASYNC_RUNTIMES or not getattr(args, "submit", True)):
         rel = runs.relative(prep.run_dir)
         print(f"[rocmft] bench: the job runs outside this command; when it has finished, append its row with:\n"
               f"  rocmft bench {rel} --record{' --results ' + shlex.quote(str(results)) if args.results else ''}", flush=True)

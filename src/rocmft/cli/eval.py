@@ -106,7 +106,14 @@ def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
             print(line, file=sys.stderr)
         print(f"[rocmft] eval FAILED (exit code {code}): the lines above are the end of its log", file=sys.stderr)
         return code
-    result = report.build(built, json.loads(out.strip().splitlines()[-1]))
+    try:  # the job's last line: its word, checked before anything is written from it
+        passes = json.loads((out.strip().splitlines() or ["null"])[-1])
+        if not isinstance(passes, dict):
+            raise TypeError(f"a JSON {type(passes).__name__}, not an object")
+        result = report.build(built, passes)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+        print(f"[rocmft] eval FAILED: the job's result is not what rocmft.evaluate.job prints ({exc})", file=sys.stderr)
+        return 1
     json_path, md_path = report.write(s.target.run_dir, result)
     for line in report.terminal(result):
         print(line)

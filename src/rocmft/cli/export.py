@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import chain, paths, run_trust, runs
+from .. import chain, hostio, paths, run_trust, runs
 from ..problems import Problem, ProblemReport, raise_if_errors
 
 HELP = "merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged"
@@ -56,15 +56,15 @@ def run(args) -> int:
         print(f"[rocmft] {run_path} trained on a {train['quantization_bit']}-bit base: its adapter is merged into "
               f"the unquantised base {train['model_name_or_path']} (LLaMA-Factory merges no adapter into a "
               "quantised model)", flush=True)
-    config = run_dir / "export.yaml"
-    config.write_text(yaml.safe_dump(export_config(train, run_path), sort_keys=False))
+    # host files of the run dir: written whole under a fresh name, never through a link a job left there
+    hostio.write_text(run_dir / "export.yaml", yaml.safe_dump(export_config(train, run_path), sort_keys=False))
     cli = Path(sys.executable).with_name("llamafactory-cli")
     print(f"[rocmft] {cli.name} export {run_path}/export.yaml", flush=True)
-    with open(run_dir / "export.log", "ab") as log:
+    with hostio.open_append(run_dir / "export.log") as log:
         proc = subprocess.run([str(cli), "export", f"{run_path}/export.yaml"], cwd=paths.root(),
                               stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        tail = (run_dir / "export.log").read_text(errors="replace").splitlines()[-15:]
+        tail = (hostio.read_text(run_dir / "export.log", hostio.LOG_LIMIT) or "").splitlines()[-15:]
         print("\n".join(tail), file=sys.stderr)
         print(f"[rocmft] export FAILED (exit code {proc.returncode}): {run_path}/export.log", file=sys.stderr)
         return proc.returncode

@@ -8,6 +8,7 @@ import pkgutil
 import sys
 
 from .. import __version__
+from ..hostio import UnsafeFile
 from ..problems import EXIT_INVALID, ProblemReport
 
 _NOT_COMMANDS = {"main", "common"}
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         for problem in report.problems:
             print(problem.line(), file=sys.stderr)
         return EXIT_INVALID if report.errors else 0
+    except UnsafeFile as exc:  # a link or a stranger's file where the host writes: refused, nothing written
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

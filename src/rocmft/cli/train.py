@@ -116,6 +116,7 @@ def run(args) -> int:
                             resume=args.resume, start_from=args.start_from, run_name=args.run_name,
                             # a dry run asks no daemon or cluster: validated here when this venv has the stack
                             validate_in=where.auto if dry else where.for_runtime(args.runtime, args),
+                            mounted=lambda arch: (args.runtime or where.default_runtime(arch)) in ("docker", "slurm"),
                             # k8s pods read the PVC's HF cache, not this host's: the job finds out there
                             need_model=args.runtime != "k8s" and not dry, remember=not dry, job=True)
     warn(prep.messages)

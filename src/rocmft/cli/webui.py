@@ -35,16 +35,17 @@ def run(args) -> int:
     raise_if_errors(problems)
     ui = plan.webui(arch.name, runtime, host, port)
     busy = ports.port_problem(host, port)
-    messages = raise_if_errors([busy] if busy else []) + plan.exposure(ui)
-    env, generated = plan.with_secret(os.environ, plan.PASSWORD_ENV) if ui.secret_env else (dict(os.environ), None)
+    # no credential of yours reaches LlamaBoard (whoever logs in runs code as you); its own password always
+    env, generated, refused = plan.webui_environment(os.environ)
+    messages = raise_if_errors([*([busy] if busy else []), *refused]) + plan.exposure(ui)
 
     def ready_lines() -> list[str]:
-        lines = [f"LlamaBoard: {ui.url}  ({arch.name}, {runtime})"]
-        if ui.secret_env:
-            password = (f"{generated} (generated; export {plan.PASSWORD_ENV} to choose one)" if generated
-                        else f"your {plan.PASSWORD_ENV}")
-            lines.append(f"log in as {plan.WEBUI_USER}, password {password}")
-        return [*lines, "for interactive experiments; recipes stay the source of truth for runs (`make train`)",
+        password = (f"{generated} (generated; export {plan.PASSWORD_ENV} to choose one)" if generated
+                    else f"your {plan.PASSWORD_ENV}")
+        return [f"LlamaBoard: {ui.url}  ({arch.name}, {runtime})",
+                f"log in as {plan.WEBUI_USER}, password {password}",
+                "whoever logs in runs code as you (model code, training commands): keep the password to yourself",
+                "for interactive experiments; recipes stay the source of truth for runs (`make train`)",
                 "Ctrl-C stops it"]
 
     return start(ui, arch, gpus, args, messages, ready_lines, env, loading="starting LlamaBoard")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import hostio
 from .plan import EvalPlan, perplexity
 
 JSON_NAME = "eval.json"
@@ -79,13 +80,12 @@ def terminal(report: Mapping[str, Any]) -> list[str]:
 
 
 def write(run_dir: Path, report: Mapping[str, Any]) -> tuple[Path, Path]:
-    """eval.json and eval.md in the run dir (each written whole, then renamed: never half a file)."""
+    """eval.json and eval.md in the run dir (each written whole under a fresh name, then renamed: never half
+    a file, never through a link a job left at either name)."""
     out = []
     for name, text in ((JSON_NAME, json.dumps(report, indent=2) + "\n"), (MARKDOWN_NAME, markdown(report))):
         path = run_dir / name
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        hostio.write_text(path, text)
         out.append(path)
     return out[0], out[1]
 
@@ -93,7 +93,7 @@ def write(run_dir: Path, report: Mapping[str, Any]) -> tuple[Path, Path]:
 def tuned_loss(run_dir: Path) -> float | None:
     """The tuned eval loss of the run's last `make eval`, for `make runs`."""
     try:
-        value = json.loads((run_dir / JSON_NAME).read_text())["tuned"]["eval_loss"]
-    except (OSError, ValueError, KeyError, TypeError):
+        value = (hostio.read_json(run_dir / JSON_NAME) or {})["tuned"]["eval_loss"]
+    except (KeyError, TypeError):
         return None
     return float(value) if isinstance(value, (int, float)) else None

@@ -1,4 +1,4 @@
-"""The progress events a run leaves in `<run dir>/progress.jsonl`, read back: followed live, summarized at the end.
+"""The progress events a run leaves in `<run dir>/output/progress.jsonl`, read back: followed live, summarized at the end.
 
 Written by rank 0 of the job (rocmft.callbacks.progress, .stop), one JSON object per line:
   {"event": "begin", "time", "max_steps", "start_step", "world_size", "resumed_from", "attempt", "restart", "host",
@@ -16,7 +16,8 @@ One file per run, across every start of its processes: a torchrun restart or a S
 checkpoint were trained again: `steps()` keeps the later ones, so a loss curve has every step once.
 
 Every runtime reads the same file: the run dir is on this machine (local), mounted at the same path in the
-container (Docker), or on the filesystem the Slurm nodes share. Pure: no torch, no transformers.
+container (Docker), or on the filesystem the Slurm nodes share. The job wrote it, so the host reads it as data:
+a regular file only, never through a link, at most hostio.LOG_LIMIT bytes. Pure: no torch, no transformers.
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import stages
-
-EVENTS_FILE = "progress.jsonl"
+from .. import hostio, stages
+from ..jobfiles import EVENTS as EVENTS_FILE
+from ..jobfiles import job_file
 NUMBERS = ("loss", "grad_norm", "learning_rate", "epoch", "tokens_per_s_per_gpu", "elapsed_s", "eta_s",
            "peak_memory_gib", "time", *stages.SIGNALS)
+INTEGERS = ("step", "max_steps", "start_step", "attempt", "restart", "world_size", "tokens_seen")
 
 
 def path(run_dir: Path | str) -> Path:
-    return Path(run_dir) / EVENTS_FILE
+    return job_file(run_dir, EVENTS_FILE)
 
 
 def encode(event: dict[str, Any]) -> str:
@@ -46,11 +48,12 @@ def encode(event: dict[str, Any]) -> str:
 
 
 def decode(line: str) -> dict[str, Any] | None:
+    """One event, its fields of the types the readers use (None where the job wrote something else)."""
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(event, dict) or "event" not in event:
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
         return None
     for key in NUMBERS:
         value = event.get(key)
@@ -59,6 +62,12 @@ def decode(line: str) -> dict[str, Any] | None:
                 event[key] = float(value)
             except ValueError:
                 event[key] = None
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            event[key] = None
+    for key in INTEGERS:
+        value = event.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            event[key] = None
     return event
 
 
@@ -78,10 +87,10 @@ class EventFile:
         try:
             if os.path.getsize(self.path) <= self.offset:
                 return []
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
         except OSError:
+            return []
+        data = hostio.read_bytes(self.path, hostio.LOG_LIMIT, self.offset)
+        if not data:
             return []
         self.offset += len(data)
         data = self.pending + data

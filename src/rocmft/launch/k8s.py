@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import __version__, paths, runs
+from .. import __version__, hostio, paths, runs
 from ..arches import Arch
 from ..problems import Problem, raise_if_errors
 from ..recipes import SECRET_ENV, Recipe
@@ -264,7 +264,7 @@ def launch(prep, args) -> int:
     runs.mark(run_dir, "rendered", runtime="k8s", k8s_job=job["metadata"]["name"])
     manifest = render_manifest(job, prep.recipe, prep.arch, manifest_path=f"{rel}/{MANIFEST}", pvc=pvc, secret=secret,
                                namespace=namespace)
-    (run_dir / MANIFEST).write_text(manifest)
+    hostio.write_text(run_dir / MANIFEST, manifest)
     ns = f" -n {namespace}" if namespace else ""
     print(f"[rocmft] run dir: {rel}", flush=True)
     print(f"[rocmft] PyTorchJob: {rel}/{MANIFEST} ({slurm.layout_text(prep.recipe)}, image {image})", flush=True)

@@ -20,7 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .. import paths, runs
+from .. import hostio, paths, runs
 from .plan import LaunchPlan, job_env
 from .progress import Watch
 
@@ -104,7 +104,7 @@ def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False, verbose: bool =
     stopper = _Stopper(proc, plan.stop_timeout_s)
     previous = {s: signal.signal(s, stopper) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with open(log_path, "ab") as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:
+        with hostio.open_append(log_path) as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:
             if watch.display is not None:
                 stopper.say = watch.display.line
             for chunk in iter(lambda: proc.stdout.read1(65536), b""):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
+import os
 from pathlib import Path
 
-from .. import advice, arches, checkpoints, runs
+from .. import advice, arches, checkpoints, hostio, runs
+from ..jobfiles import DIVERGED
 from ..safe_text import for_terminal
 from . import summary
 from .joblog import failed_ranks
@@ -19,13 +20,26 @@ EXIT_STOPPED = 75  # the worker's: stopped by a signal after saving a checkpoint
 def _first_bad_step(report: dict) -> int:
     """The first logged step that was already going wrong, judged without the watchdog's warm-up grace:
     a checkpoint from that step on holds diverging weights, even if the watchdog stopped the run later."""
-    factor = (report.get("thresholds") or {}).get("loss_rise_factor", math.inf)
+    thresholds = report.get("thresholds")
+    factor = thresholds.get("loss_rise_factor", math.inf) if isinstance(thresholds, dict) else math.inf
+    factor = factor if isinstance(factor, (int, float)) else math.inf
     low = math.inf
-    for step, loss in report.get("loss_tail") or []:
+    tail = report.get("loss_tail")
+    for pair in tail if isinstance(tail, list) else []:
+        try:
+            step, loss = int(pair[0]), float(pair[1])
+        except (TypeError, ValueError, IndexError, KeyError, OverflowError):
+            continue
         if not math.isfinite(loss) or loss > factor * low:
-            return int(step)
+            return step
         low = min(low, loss)
-    return int(report.get("step", 0))
+    step = report.get("step")
+    return step if isinstance(step, int) else 0
+
+
+def _text(value, default: str) -> str:
+    """A string field of the job's report, as one short line."""
+    return " ".join(str(value).split())[:500] if isinstance(value, (str, int, float)) else default
 
 
 def finish(run_dir: Path, code: int, arch_name: str) -> int:
@@ -37,19 +51,27 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
         return code
     loss = runs.losses(run_dir)
     final = loss[-1][1] if loss else None
-    diverged = run_dir / "diverged.json"
-    if diverged.is_file():
-        report = json.loads(diverged.read_text())
+    diverged = runs.job_file(run_dir, DIVERGED)
+    # the job wrote it: read as data (regular file, size cap, an object; its fields checked where used)
+    present = os.path.lexists(diverged)
+    report = hostio.read_json(diverged) if present else None
+    if present and report is None:
+        report = {"reason": "diverged", "cause": f"{runs.relative(diverged)} is not a readable JSON object"}
+    if report is not None:
         first_bad = _first_bad_step(report)
         good = [c for c in runs.checkpoints(run_dir) if int(c.name.split("-")[1]) < first_bad
                 and checkpoints.problem(c) is None]
         checkpoint = runs.relative(good[-1]) if good else None
-        reason = report.get("reason", "diverged")
-        runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=report.get("cause"), reason=reason,
+        reason, cause = _text(report.get("reason"), "diverged"), _text(report.get("cause"), "?")
+        runs.mark(run_dir, "diverged", exit_code=EXIT_DIVERGED, cause=cause, reason=reason,
                   final_loss=final, last_good_checkpoint=checkpoint)
-        print(for_terminal(f"[rocmft] {str(reason).upper()}: {report.get('cause')}"), flush=True)
+        print(for_terminal(f"[rocmft] {str(reason).upper()}: {cause}"), flush=True)
         print(f"[rocmft] last good checkpoint: {checkpoint or 'none (no checkpoint before the divergence)'}", flush=True)
-        for i, line in enumerate(advice.rank(report, arches.table().get(arch_name), run_dir.name, checkpoint), 1):
+        try:
+            ranked = advice.rank(report, arches.table().get(arch_name), run_dir.name, checkpoint)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            ranked = []  # a report whose fields are not the watchdog's types: no advice from it
+        for i, line in enumerate(ranked, 1):
             print(for_terminal(f"[rocmft]   {i}. {line}"), flush=True)
         return EXIT_DIVERGED
     facts = summary.facts(run_dir)
@@ -58,7 +80,7 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
         for line in summary.done_lines(run_dir, status) + attempt_lines(run_dir, status):
             print(for_terminal(line), flush=True)
         return 0
-    log = (run_dir / "train.log").read_text(errors="replace") if (run_dir / "train.log").is_file() else ""
+    log = hostio.read_text(run_dir / "train.log", hostio.LOG_LIMIT) or ""
     ranks = failed_ranks(log)
     runs.mark(run_dir, "failed", exit_code=code, failed_ranks=ranks, **{**facts, "final_loss": final})
     for line in summary.failed_lines(run_dir, code, log, ranks):

@@ -35,9 +35,11 @@ DEVICE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVI
 # Passed from the caller's environment when set: caches, offline switches, site network settings.
 PASS_THROUGH = (
     "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE",
-    "TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG",
-    "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG", "GLOO_SOCKET_IFNAME",
 )
+# Not passed: TORCH_EXTENSIONS_DIR, MPLCONFIGDIR (the Makefile's). A local run inherits them with the rest of
+# the environment; a container gets caches of its own per image (docker/spec.py OWN_CACHES): compiled code
+# must never travel between a container and the host.
 # torchrun's default set plus SIGUSR1 (what Slurm's `--signal=B:USR1@<grace>` warning becomes).
 STOP_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 

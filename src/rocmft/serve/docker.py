@@ -67,7 +67,7 @@ def prepare(plan: ServePlan, arch: Arch, *, image_ref: str | None, gpus: tuple[s
     tag, _image = rt.resolve_image(client, arch, image_ref)
     spec = container(plan, arch, facts, image=tag, caller_env=caller_env, gpus=gpus,
                             launcher_pid=os.getpid())
-    raise_if_errors(rt.check_mounts(spec))
+    raise_if_errors(rt.check_mounts(spec, caller_env))
     raise_if_errors(rt.create_cache_dirs(spec))
     return client, spec
 

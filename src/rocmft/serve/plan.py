@@ -14,13 +14,18 @@ host's network: serve/docker.py), so it is reachable exactly where HOST says.
 Who may use it (docs/security.md): the API always needs a key: the user's ROCMFT_API_KEY (16 characters at
 least), else one generated for this server and printed once; LLaMA-Factory allows every CORS origin, so
 without a key any web page open in the user's browser could use the model. The server reads API_KEY, which
-rocmft sets for it alone from ROCMFT_API_KEY: a generic API_KEY exported for another service is never used. LlamaBoard never opens a Gradio share link (an inherited
-GRADIO_SHARE=1 included) and asks for a password when it listens beyond loopback (serve/llamaboard.py).
+rocmft sets for it alone from ROCMFT_API_KEY: a generic API_KEY exported for another service is never used.
+LlamaBoard never opens a Gradio share link (an inherited
+GRADIO_SHARE=1 included) and always asks for a password, on loopback too (serve/llamaboard.py): its "load
+model" runs a model's remote code (trust_remote_code=True) and its Train tab runs any command line, so
+whoever reaches it runs code as you; any local account can reach 127.0.0.1. It gets no credentials either
+(`webui_environment`): HF_TOKEN, WANDB_API_KEY, API keys stay in your shell.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,8 +37,12 @@ from .target import Target
 RUNTIMES = ("local", "docker")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 API_PORT = 8000  # LLaMA-Factory's default
-PASSWORD_ENV = "WEBUI_PASSWORD"  # LlamaBoard's password beyond loopback (user `rocmft`)
+PASSWORD_ENV = "ROCMFT_WEBUI_PASSWORD"  # LlamaBoard's password, on every address (user `rocmft`)
+PASSWORD_MIN = 16  # an exported password shorter than this is refused; a generated one has 32 characters
 WEBUI_USER = "rocmft"
+# What a credential is called (the Makefile refuses the same names on its command line): never handed to
+# LlamaBoard, whose page runs code for whoever reaches it.
+CREDENTIAL = re.compile(r"(TOKEN|KEY|PASSWORD|PASSWD|SECRET|CREDENTIALS?)$|SECRET|^AWS_|^AZURE_|^GOOGLE_APPLICATION")
 WEBUI_PORT = 7860  # Gradio's default
 CLI = "llamafactory-cli"
 KEY_ENV = "ROCMFT_API_KEY"  # the user's key for `make serve`; the server itself reads API_KEY
@@ -156,8 +165,8 @@ def api_key_env(caller_env: Mapping[str, str]) -> tuple[dict[str, str], str | No
 
 
 def webui(arch: str, runtime: str, host: str, port: int) -> ServePlan:
-    """LlamaBoard through serve/llamaboard.py (LLaMA-Factory's own UI, launched without a share link); beyond
-    loopback it asks for WEBUI_PASSWORD, by name like API_KEY."""
+    """LlamaBoard through serve/llamaboard.py (LLaMA-Factory's own UI, launched without a share link), always
+    behind a login: ROCMFT_WEBUI_PASSWORD, by name like API_KEY."""
     env = {
         "GRADIO_SERVER_NAME": host,
         "GRADIO_SERVER_PORT": str(port),
@@ -165,9 +174,7 @@ def webui(arch: str, runtime: str, host: str, port: int) -> ServePlan:
         "GRADIO_ANALYTICS_ENABLED": "False",  # no telemetry calls from a training box
         "PYTHONUNBUFFERED": "1",
     }
-    secrets: tuple[str, ...] = ()
-    if host not in LOOPBACK:
-        secrets = (PASSWORD_ENV,)
+    secrets = (PASSWORD_ENV,)
     if runtime == "docker":
         env["PYTHONPATH"] = "src"  # llamaboard.py from the mounted checkout, as for `ask`
     return ServePlan("webui", runtime, arch, ("python", "-m", "rocmft.serve.llamaboard"), env, secrets, host, port,
@@ -182,6 +189,19 @@ def with_secret(caller_env: Mapping[str, str], name: str) -> tuple[dict[str, str
         return dict(caller_env), None
     value = random_secrets.token_urlsafe(24)
     return {**caller_env, name: value}, value
+
+
+def webui_environment(caller_env: Mapping[str, str]) -> tuple[dict[str, str], str | None, list[Problem]]:
+    """(the caller's environment without its credentials and with the LlamaBoard password, the password when
+    generated here, problems). An exported password shorter than PASSWORD_MIN is refused."""
+    env = {k: v for k, v in caller_env.items() if k == PASSWORD_ENV or not CREDENTIAL.search(k.upper())}
+    given = caller_env.get(PASSWORD_ENV, "")
+    if given and len(given) < PASSWORD_MIN:
+        return env, None, [Problem("", PASSWORD_ENV, f"{len(given)} characters: LlamaBoard runs code for whoever "
+                                   f"logs in, its password needs at least {PASSWORD_MIN}",
+                                   f"unset {PASSWORD_ENV} to get a generated one")]
+    env, generated = with_secret(env, PASSWORD_ENV)
+    return env, generated, []
 
 
 def choose_runtime(requested: str | None, trained: str, arch_is_gpu: bool) -> tuple[str, list[Problem]]:
@@ -219,8 +239,8 @@ def exposure(plan: ServePlan) -> list[Problem]:
                         "requests need the API key (a Bearer token), and the traffic is plain HTTP",
                         "put TLS in front (a reverse proxy) for anything beyond a trusted network", severity="note")]
     return [Problem("", "HOST", f"listening on {plan.host}:{plan.port}: other machines can reach LlamaBoard, "
-                    f"behind a password ({PASSWORD_ENV}); whoever logs in can start trainings and read files it can "
-                    "open, over plain HTTP", "keep the default 127.0.0.1 and use an SSH tunnel (ssh -L)",
+                    f"behind a password ({PASSWORD_ENV}); whoever logs in runs code as you (a model's remote code, "
+                    "any training command), over plain HTTP", "keep the default 127.0.0.1 and use an SSH tunnel (ssh -L)",
                     severity="warning")]
 
 

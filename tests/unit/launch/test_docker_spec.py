@@ -71,11 +71,29 @@ GPU_FLAGS = dict(group_add=("44", "109"), ipc_mode="host", shm_size=None, cap_ad
 PROJECT_MOUNT = rt.Mount(ROOT, ROOT, read_only=True,
                          why="the project, read-only: recipes, data, models, code; the job's working directory "
                              "(paths in the rendered files are relative to it)")
-RUN_MOUNT = rt.Mount(f"{ROOT}/runs/x", f"{ROOT}/runs/x", made_by_launch=True,
-                     why="this run's directory: all the job writes")
-HF_MOUNT = rt.Mount("/data/hf", "/data/hf", create=True, why="HF cache (HF_HOME): hub models, datasets, tokens")
+# only the run dir's job folder: the run dir above it (status.json, train.log) is the host's (issue 32)
+RUN_MOUNT = rt.Mount(f"{ROOT}/runs/x/output", f"{ROOT}/runs/x/output", made_by_launch=True,
+                     why="this run's output/: all the job writes")
+def hf_mounts(hf_home: str, image: str) -> tuple:
+    """HF_HOME's hub and datasets caches (not its token file), and the image's own caches (issue 32)."""
+    own = f"{ROOT}/.cache/containers/{image.replace(':', '_')}"
+    return (rt.Mount(f"{hf_home}/hub", f"{hf_home}/hub", create=True, why="HF hub cache: models and their code"),
+            rt.Mount(f"{hf_home}/datasets", f"{hf_home}/datasets", create=True, why="HF datasets cache"),
+            rt.Mount(own, own, create=True,
+                     why="this image's own caches: compiled extensions, kernels, remote model code, HF_HOME"))
+
+
+def own_env(hf_home: str, image: str) -> dict:
+    own = f"{ROOT}/.cache/containers/{image.replace(':', '_')}"
+    return {"HF_HOME": f"{own}/hf", "HF_HUB_CACHE": f"{hf_home}/hub", "HF_DATASETS_CACHE": f"{hf_home}/datasets",
+            "TORCH_EXTENSIONS_DIR": f"{own}/torch_extensions", "TRITON_CACHE_DIR": f"{own}/triton",
+            "MPLCONFIGDIR": f"{own}/matplotlib", "HF_MODULES_CACHE": f"{own}/hf_modules",
+            "MIOPEN_USER_DB_PATH": f"{own}/miopen", "MIOPEN_CUSTOM_CACHE_DIR": f"{own}/miopen"}
+
+
+HF_MOUNTS = hf_mounts("/data/hf", "rocmft:gfx942")
 HOME_MOUNT = rt.Mount(f"{ROOT}/.cache/container-home", f"{ROOT}/.cache/container-home", create=True,
-                      why="HOME: MIOpen, Triton and pip caches")
+                      why="HOME: pip and other tools' caches")
 
 
 def writable(spec) -> list[str]:
@@ -91,19 +109,19 @@ def test_spec_gfx942_8gpu_plan_as_data():
                  "-m", "rocmft.worker", "--run-dir", "runs/x"),
         name="rocmft-x",
         environment={
-            "HF_HOME": "/data/hf", "HOME": f"{ROOT}/.cache/container-home",
+            **own_env("/data/hf", "rocmft:gfx942"), "HOME": f"{ROOT}/.cache/container-home",
             # the gfx942 entry of docker/arches.yaml
             "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "NCCL_MIN_NCHANNELS": "112",
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
-            "WANDB_DIR": f"{ROOT}/runs/x",  # not ./wandb in the read-only checkout
+            "WANDB_DIR": f"{ROOT}/runs/x/output",  # not ./wandb in the read-only checkout
             "ROCMFT_ARCHES": GPU_ARCHES,  # the entrypoint names an image only for these
         },
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
         # every gfx942 GPU, by its render node (none of /dev/dri's card* nodes, no GPU of another arch)
         devices=("/dev/kfd", *(f"/dev/dri/renderD{128 + i}" for i in range(8))),
-        mounts=(PROJECT_MOUNT, RUN_MOUNT, HF_MOUNT, HOME_MOUNT),
+        mounts=(PROJECT_MOUNT, RUN_MOUNT, *HF_MOUNTS, HOME_MOUNT),
         working_dir=ROOT,
         user="1000:1000",
         labels={"ai.rocmft.run": f"{ROOT}/runs/x", "ai.rocmft.arch": "gfx942", "ai.rocmft.image": "rocmft:gfx942",
@@ -123,7 +141,7 @@ def test_spec_gfx942_gpus_2_3_plan_as_data():
     assert "ROCR_VISIBLE_DEVICES" not in spec.environment
     assert "HIP_VISIBLE_DEVICES" not in spec.environment and "CUDA_VISIBLE_DEVICES" not in spec.environment
     assert spec.command[spec.command.index("--nproc_per_node") + 1] == "2"
-    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, HF_MOUNT, HOME_MOUNT)
+    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, *HF_MOUNTS, HOME_MOUNT)
     assert (spec.group_add, spec.ipc_mode, spec.cap_add, spec.ulimits) == (
         GPU_FLAGS["group_add"], "host", ("SYS_NICE",), (rt.Ulimit("memlock", -1, -1),))
     assert rt.check_host(p, A["gfx942"], mi300x_node()) == []
@@ -140,17 +158,16 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     spec = spec_for("qwen2.5-7b-lora-7900xtx", workstation_7900xtx())
     assert spec.command == ("python", "-u", "-m", "rocmft.worker", "--run-dir", "runs/x")
     assert spec.environment == {
-        "HF_HOME": "/home/bob/.cache/huggingface", "HOME": f"{ROOT}/.cache/container-home",
+        **own_env("/home/bob/.cache/huggingface", "rocmft:gfx1100"), "HOME": f"{ROOT}/.cache/container-home",
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
-        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x",
+        "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x/output",
         "ROCMFT_ARCHES": GPU_ARCHES,
     }
     assert spec.devices == ("/dev/kfd", "/dev/dri/renderD128")
     assert spec.group_add == ("44", "992")  # the host's GIDs, not names the image may not know
     assert spec.user == "1001:1001"
-    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, rt.Mount("/home/bob/.cache/huggingface",
-                                                              "/home/bob/.cache/huggingface", create=True,
-                                                              why=HF_MOUNT.why), HOME_MOUNT)
+    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, *hf_mounts("/home/bob/.cache/huggingface", "rocmft:gfx1100"),
+                           HOME_MOUNT)
     assert (spec.ipc_mode, spec.shm_size, spec.cap_add) == ("host", None, ("SYS_NICE",))
     assert spec.ulimits == (rt.Ulimit("memlock", -1, -1),)
     assert spec.image == "rocmft:gfx1100" and spec.labels["ai.rocmft.arch"] == "gfx1100"
@@ -162,15 +179,17 @@ def test_spec_gfx1100_as_docker_run_line():
         "docker", "run", "--rm", "--pull=never", "--name", "rocmft-x", "--init",
         "--device=/dev/kfd", "--device=/dev/dri/renderD128", "--group-add=44", "--group-add=992", "--ipc=host",
         "--cap-add=SYS_NICE", "--ulimit=memlock=-1:-1",
-        f"--volume={ROOT}:{ROOT}:ro", f"--volume={ROOT}/runs/x:{ROOT}/runs/x",
-        "--volume=/home/bob/.cache/huggingface:/home/bob/.cache/huggingface",
+        f"--volume={ROOT}:{ROOT}:ro", f"--volume={ROOT}/runs/x/output:{ROOT}/runs/x/output",
+        "--volume=/home/bob/.cache/huggingface/hub:/home/bob/.cache/huggingface/hub",
+        "--volume=/home/bob/.cache/huggingface/datasets:/home/bob/.cache/huggingface/datasets",
+        f"--volume={ROOT}/.cache/containers/rocmft_gfx1100:{ROOT}/.cache/containers/rocmft_gfx1100",
         f"--volume={ROOT}/.cache/container-home:{ROOT}/.cache/container-home",
         f"--workdir={ROOT}", "--user=1001:1001",
-        "--env=FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
-        "--env=HF_HOME=/home/bob/.cache/huggingface", f"--env=HOME={ROOT}/.cache/container-home",
-        "--env=OPTIM_TORCH=0", "--env=PYTHONUNBUFFERED=1", f"--env=ROCMFT_ARCHES={GPU_ARCHES}",
-        "--env=ROCMFT_RUN_DIR=runs/x",
-        f"--env=WANDB_DIR={ROOT}/runs/x", "--env=HF_TOKEN", "--env=WANDB_API_KEY",
+        *(f"--env={k}={v}" for k, v in sorted({
+            **own_env("/home/bob/.cache/huggingface", "rocmft:gfx1100"), "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
+            "HOME": f"{ROOT}/.cache/container-home", "OPTIM_TORCH": "0", "PYTHONUNBUFFERED": "1",
+            "ROCMFT_ARCHES": GPU_ARCHES, "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x/output"}.items())),
+        "--env=HF_TOKEN", "--env=WANDB_API_KEY",
         "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",
         "--label=ai.rocmft.launcher.host=ws", "--label=ai.rocmft.launcher.pid=4242",
         f"--label=ai.rocmft.run={ROOT}/runs/x",
@@ -184,8 +203,9 @@ def test_spec_cpu_has_no_gpu_flags():
     assert (spec.ipc_mode, spec.shm_size) == (None, "2g")
     assert spec.environment["DS_ACCELERATOR"] == "cpu" and spec.environment["OMP_NUM_THREADS"] == "1"
     # HF_HOME inside the project: writable on its own, the checkout around it read-only
-    assert spec.mounts[0] == PROJECT_MOUNT and writable(spec) == [f"{ROOT}/runs/x", f"{ROOT}/.cache/hf",
-                                                                  f"{ROOT}/.cache/container-home"]
+    assert spec.mounts[0] == PROJECT_MOUNT and writable(spec) == [
+        f"{ROOT}/runs/x/output", f"{ROOT}/.cache/hf/hub", f"{ROOT}/.cache/hf/datasets",
+        f"{ROOT}/.cache/containers/rocmft_cpu", f"{ROOT}/.cache/container-home"]
     assert spec.command[:3] == ("python", "-m", "torch.distributed.run")
 
 
@@ -210,8 +230,10 @@ def test_sdk_kwargs_gpu_subset():
                              "/dev/dri/renderD131:/dev/dri/renderD131:rwm"]
     assert kw["group_add"] == ["44", "109"] and kw["ipc_mode"] == "host" and kw["init"] is True
     assert [(u["Name"], u["Soft"], u["Hard"]) for u in kw["ulimits"]] == [("memlock", -1, -1)]
-    assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "ro"}, f"{ROOT}/runs/x": {"bind": f"{ROOT}/runs/x", "mode": "rw"},
-                             "/data/hf": {"bind": "/data/hf", "mode": "rw"},
+    assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "ro"}, f"{ROOT}/runs/x/output": {"bind": f"{ROOT}/runs/x/output", "mode": "rw"},
+                             "/data/hf/hub": {"bind": "/data/hf/hub", "mode": "rw"},
+                             "/data/hf/datasets": {"bind": "/data/hf/datasets", "mode": "rw"},
+                             HF_MOUNTS[2].source: {"bind": HF_MOUNTS[2].source, "mode": "rw"},
                              HOME_MOUNT.source: {"bind": HOME_MOUNT.source, "mode": "rw"}}
     assert kw["user"] == "1000:1000" and kw["working_dir"] == ROOT and kw["cap_add"] == ["SYS_NICE"]
     assert "security_opt" not in kw and kw["network_mode"] is None  # Docker's seccomp profile stays on
@@ -225,22 +247,25 @@ def test_mounts_for_inputs_and_runs_outside_the_project():
                              args={"model_name_or_path": "/models/llama3-8b", "dataset_dir": "data",
                                    "adapter_name_or_path": "/data/hf/adapters/a"})
     assert [(m.source, m.read_only) for m in spec.mounts] == [
-        (ROOT, True), ("/scratch/runs", True), ("/scratch/runs/x", False), ("/data/hf", False), (HOME_MOUNT.source, False),
-        ("/models/llama3-8b", True),  # the model dir: read-only; the adapter is under HF_HOME already
+        (ROOT, True), ("/scratch/runs", True), ("/scratch/runs/x/output", False), ("/data/hf/hub", False),
+        ("/data/hf/datasets", False), (HF_MOUNTS[2].source, False), (HOME_MOUNT.source, False),
+        ("/models/llama3-8b", True),  # the model dir: read-only
+        ("/data/hf/adapters/a", True),  # HF_HOME itself is not mounted (its token file): the adapter read-only
     ]
     assert spec.labels["ai.rocmft.run"] == "/scratch/runs/x" and spec.name == "rocmft-x"
     # a hub id or a path inside the project needs no mount of its own
     spec2 = rt.container_spec(plan_for("llama3-8b-lora"), A["gfx942"], mi300x_node(), image="i",
                               args={"model_name_or_path": "meta-llama/Meta-Llama-3-8B-Instruct"})
-    assert len(spec2.mounts) == 4
+    assert len(spec2.mounts) == 6
 
 
 def test_shell_writes_every_run_dir_and_a_server_none():
     shell = rt.container_spec(lp.shell(A["gfx942"], CALLER, None), A["gfx942"], mi300x_node(), image="i")
-    assert writable(shell) == [f"{ROOT}/runs", "/data/hf", HOME_MOUNT.source] and shell.ipc_mode == "host"
+    caches = ["/data/hf/hub", "/data/hf/datasets", f"{ROOT}/.cache/containers/i"]
+    assert writable(shell) == [f"{ROOT}/runs", *caches, HOME_MOUNT.source] and shell.ipc_mode == "host"
     server = rt.container_spec(lp.shell(A["gfx942"], CALLER, None, argv=("llamafactory-cli", "api")), A["gfx942"],
                                mi300x_node(runs_dir="/scratch/runs"), image="i", training=False)
-    assert writable(server) == ["/data/hf", HOME_MOUNT.source] and server.ipc_mode is None
+    assert writable(server) == [*caches, HOME_MOUNT.source] and server.ipc_mode is None
     assert ("/scratch/runs", True) in [(m.source, m.read_only) for m in server.mounts]  # adapters stay readable
 
 
@@ -332,7 +357,7 @@ class FakeClient:
 @pytest.fixture
 def run_dir(tmp_path):
     d = tmp_path / "runs" / "x"
-    d.mkdir(parents=True)
+    (d / "output").mkdir(parents=True)  # as runs.create makes it: the job's folder
     (d / "train.yaml").write_text("stage: sft\n")
     return d
 
@@ -483,3 +508,32 @@ def test_an_arch_outside_the_table_is_never_suggested(tmp_path):
     [problem] = rt.check_host(plan_for("qwen2.5-7b-lora-7900xtx"), A["gfx1100"], host)
     assert "gfx1036" in problem.message and "ARCH=gfx1036" not in problem.line()
     assert "gfx1100" in problem.suggestion and "not an arch rocmft builds for" in problem.suggestion
+
+
+def test_containers_get_compiled_code_caches_of_their_own_and_no_hf_token_plan_as_data():
+    """Issue 32 item 3: a .so planted in a container's TORCH_EXTENSIONS_DIR ran in a later RUNTIME=local run
+    through torch's extension loader, and HF_HOME handed containers the Hub token file. The host's
+    TORCH_EXTENSIONS_DIR (the Makefile's, in the caller's environment) is neither passed nor writable in
+    there; the container's caches are per image; HF_HOME's token is not under any mount."""
+    host_ext = f"{ROOT}/.cache/torch_extensions"
+    caller = {**CALLER, "TORCH_EXTENSIONS_DIR": host_ext, "MPLCONFIGDIR": f"{ROOT}/.cache/matplotlib"}
+    p = plan_for("llama3-8b-lora", env=caller)
+    assert "TORCH_EXTENSIONS_DIR" not in p.env and "MPLCONFIGDIR" not in p.env
+    specs = {image: rt.container_spec(p, A["gfx942"], mi300x_node(), image=image) for image in ("rocmft:gfx942", "other:1")}
+    for image, spec in specs.items():
+        own = f"{ROOT}/.cache/containers/{image.replace(':', '_')}"
+        for key in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "HF_MODULES_CACHE", "MPLCONFIGDIR"):
+            assert spec.environment[key].startswith(own + "/"), key
+        writable_mounts = [m.source for m in spec.mounts if not m.read_only]
+        assert not any(host_ext == w or host_ext.startswith(w + "/") for w in writable_mounts)
+        assert not any("/data/hf/token".startswith(m.source.rstrip("/") + "/") for m in spec.mounts)
+        assert spec.environment["HF_HOME"] == f"{own}/hf"
+    assert specs["rocmft:gfx942"].environment["TORCH_EXTENSIONS_DIR"] != specs["other:1"].environment["TORCH_EXTENSIONS_DIR"]
+    # an offline job only reads the hub cache: read-only, so it cannot rewrite model code a host run loads
+    offline = rt.container_spec(plan_for("llama3-8b-lora", env={**caller, "HF_HUB_OFFLINE": "1"}), A["gfx942"],
+                                mi300x_node(), image="i")
+    assert [(m.source, m.read_only) for m in offline.mounts if m.source == "/data/hf/hub"] == [("/data/hf/hub", True)]
+    # a recipe that sets its own cache keeps it (and launch/mountable.py judges where it points)
+    mine = rt.container_spec(plan_for("llama3-8b-lora", [f"env.TRITON_CACHE_DIR={ROOT}/.cache/triton-mine"]),
+                             A["gfx942"], mi300x_node(), image="i")
+    assert mine.environment["TRITON_CACHE_DIR"] == f"{ROOT}/.cache/triton-mine"

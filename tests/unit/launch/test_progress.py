@@ -34,6 +34,7 @@ def test_the_follower_returns_whole_lines_only_and_each_once(tmp_path):
     assert follower.poll() == []  # no file yet
     first, second = events.encode(step(1)), events.encode(step(2))
     path = events.path(tmp_path)
+    path.parent.mkdir()  # the job folder (runs.create)
     path.write_text(first + second[:10])  # the writer is mid-line
     assert [e["step"] for e in follower.poll()] == [1]
     with open(path, "a") as fh:
@@ -254,6 +255,7 @@ def _write_events_later(run_dir, evs, delay=0.05):
     def go():
         for e in evs:
             time.sleep(delay)
+            events.path(run_dir).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
             with open(events.path(run_dir), "a") as fh:
                 fh.write(events.encode(e))
     thread = threading.Thread(target=go)
@@ -286,6 +288,7 @@ def test_verbose_streams_the_text_as_it_came(tmp_path):
 
 def test_quiet_shows_nothing(tmp_path):
     out = io.StringIO()
+    events.path(tmp_path).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
     events.path(tmp_path).write_text(events.encode(step(1)))
     with Watch(tmp_path, out, quiet=True) as watch:
         watch.feed(NOISE)
@@ -302,6 +305,7 @@ def test_summary_of_a_finished_run(tmp_path):
            step(12, loss=6.57, tokens=6000, elapsed=2.0),
            {"event": "end", "step": 12, "max_steps": 12, "elapsed_s": 2.1, "peak_memory_gib": 0.59,
             "memory_kind": "rss", "memory_scope": "this process"}]
+    events.path(tmp_path).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
     events.path(tmp_path).write_text("".join(events.encode(e) for e in evs))
     lines = summary.done_lines(tmp_path, {"started": 100.0, "ended": 109.0})
     text = "\n".join(lines)
@@ -325,6 +329,7 @@ def test_verbose_step_lines_never_land_on_a_bar_ended_by_a_carriage_return(tmp_p
     out = io.StringIO()
     with Watch(tmp_path, out, verbose=True) as watch:
         watch.feed(b" 8%|8   | 1/12 [00:00<00:00]\r")
+        events.path(tmp_path).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
         events.path(tmp_path).write_text(events.encode(step(1)))
         wait_until(lambda: "[rocmft] step 1/12" in out.getvalue(), what="the follower showing step 1")
         watch.feed(b"next line\n")

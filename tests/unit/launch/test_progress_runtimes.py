@@ -73,6 +73,7 @@ def test_slurm_wait_follower_shows_the_events_and_the_projects_lines(tmp_path):
         log.write(b"[rocmft] slurm job 42: 2 node(s) n[1-2]\n[INFO|trainer.py] >> ***** Running training *****\n")
         log.write(b"  8%|8   | 1/12 [00:00<00:00, 21.69it/s]\r{'loss': '6.671'}\n")
     for n in (1, 2):
+        events.path(run_dir).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
         with open(events.path(run_dir), "a") as fh:
             fh.write(events.encode({"event": "step", "step": n, "max_steps": 12, "loss": 6.7 - n / 10}))
         wait_until(lambda n=n: f"step {n}/12" in out.getvalue(), what=f"the follower showing step {n}")

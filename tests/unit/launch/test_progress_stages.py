@@ -66,6 +66,7 @@ def test_the_summary_shows_the_reward_accuracy_and_margin_first_to_last(tmp_path
            _step(19, loss=0.49, reward_accuracy=1.0, reward_margin=0.49),
            _step(20, loss=0.63, reward_accuracy=0.5, reward_margin=0.14),
            {"event": "end", "step": 20, "max_steps": 20, "elapsed_s": 6.0}]
+    events.path(tmp_path).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
     events.path(tmp_path).write_text("".join(events.encode(e) for e in evs))
     t = events.totals(events.read(tmp_path))
     assert t.stage == "dpo" and t.signals["reward_accuracy"] == (0.0, 0.75)  # mean of the last 3 logged steps
@@ -77,6 +78,7 @@ def test_the_summary_shows_the_reward_accuracy_and_margin_first_to_last(tmp_path
 
 def test_a_kto_summary_shows_its_kl_and_margin(tmp_path):
     evs = [{"event": "begin", "stage": "kto"}, _step(1, loss=0.5, kl=0.0), _step(2, loss=0.45, kl=2.0, reward_margin=0.6)]
+    events.path(tmp_path).parent.mkdir(parents=True, exist_ok=True)  # the job folder (runs.create)
     events.path(tmp_path).write_text("".join(events.encode(e) for e in evs))
     text = "\n".join(summary.done_lines(tmp_path, {}))
     assert "[rocmft] kto        kl 0.000 -> 1.000, reward margin +0.600 -> +0.600" in text

@@ -106,7 +106,7 @@ echo "[rocmft] slurm job $SLURM_JOB_ID: $SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_
 # Attempt 1, and one more for each time the job was requeued (Slurm counts them in SLURM_RESTART_COUNT).
 export ROCMFT_ATTEMPT=$(( ${SLURM_RESTART_COUNT:-0} + 1 ))
 # Records the attempt in status.json; refuses one past resilience.max_requeues (3).
-apptainer exec --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm started "$RUN_DIR" || exit $?
+apptainer exec --contain --no-home --no-mount cwd --bind {root}:{root}:ro --bind {root}/runs:{root}/runs --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm started "$RUN_DIR" || exit $?
 
 # Stops (docs/multinode.md, "Preemption, requeue and restarts"). Slurm sends this script USR1 300 s before
 # the time limit (--signal=B:USR1@300; at preemption too where PreemptParameters=send_user_signal). It goes
@@ -132,7 +132,7 @@ trap 'on_stop USR1' USR1
 trap 'on_stop TERM' TERM
 
 # What each node runs: one task per node; torchrun on it starts that node's 8 ranks.
-NODE_CMD='echo "[rocmft] node ${SLURM_NODEID} (${SLURMD_NODENAME}): 8 processes"; if [[ -n "${ROCR_VISIBLE_DEVICES:-}" ]]; then unset HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPU_DEVICE_ORDINAL; fi; exec apptainer exec --rocm --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m torch.distributed.run --nnodes 2 --node_rank "${SLURM_NODEID}" --nproc_per_node 8 --master_addr "${MASTER_ADDR}" --master_port "${MASTER_PORT}" --max_restarts 2 --signals_to_handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 -m rocmft.worker --run-dir runs/test-slurm-pinned'
+NODE_CMD='echo "[rocmft] node ${SLURM_NODEID} (${SLURMD_NODENAME}): 8 processes"; if [[ -n "${ROCR_VISIBLE_DEVICES:-}" ]]; then unset HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPU_DEVICE_ORDINAL; fi; exec apptainer exec --contain --no-home --no-mount cwd --rocm --bind {root}:{root}:ro --bind {root}/runs/test-slurm-pinned/output:{root}/runs/test-slurm-pinned/output --pwd {root} /shared/sif/rocmft-gfx942.sif python -m torch.distributed.run --nnodes 2 --node_rank "${SLURM_NODEID}" --nproc_per_node 8 --master_addr "${MASTER_ADDR}" --master_port "${MASTER_PORT}" --max_restarts 2 --signals_to_handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 -m rocmft.worker --run-dir runs/test-slurm-pinned'
 code=75
 if [[ -z $stop_signal ]]; then  # (a stop that came before the training did leaves nothing to save)
   # --kill-on-bad-exit: one failed rank ends the whole job instead of leaving the other nodes waiting.
@@ -146,7 +146,7 @@ fi
 
 # Records how the attempt ended (status.json, the summary), requeues after a USR1 stop; its exit code is
 # the run's: the failing node's code, 75 for a stop that is not requeued.
-apptainer exec --bind {root}:{root} --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm ended "$RUN_DIR" "$code" "$stop_signal"
+apptainer exec --contain --no-home --no-mount cwd --bind {root}:{root}:ro --bind {root}/runs:{root}/runs --pwd {root} /shared/sif/rocmft-gfx942.sif python -m rocmft.launch.slurm ended "$RUN_DIR" "$code" "$stop_signal"
 exit $?
 """
 
@@ -220,11 +220,20 @@ def test_every_rendered_script_is_valid_bash(container, recipe):
 
 @needs_plain_root
 def test_apptainer_exec_line_is_data_apptainer_cannot_be_installed_on_ci():
+    """Issue 32 item 7: contained as RUNTIME=docker is. No $HOME, /tmp or cwd from the host (--contain
+    --no-home --no-mount cwd), the project read-only, the job writes only its run dir's output/ (and the
+    caches); the bookkeeping (rocmft's code) writes the runs dir."""
     text, _ = render(prepared(), args(container="apptainer", sif="/shared/rocmft-gfx942.sif"))
     node = shlex.split(line(text, "NODE_CMD=").partition("=")[2])[0]
-    assert (f"exec apptainer exec --rocm --bind {ROOT}:{ROOT} --pwd {ROOT} /shared/rocmft-gfx942.sif python -m "
-            "torch.distributed.run --nnodes 2 --node_rank") in node
-    book = [ln for ln in text.splitlines() if ln.startswith("apptainer exec --bind")]
+    job = node.split("exec apptainer exec ", 1)[1].split(" python -m ")[0].split()
+    assert job[:5] == ["--contain", "--no-home", "--no-mount", "cwd", "--rocm"]
+    binds = [job[i + 1] for i, w in enumerate(job) if w == "--bind"]
+    assert binds[0] == f"{ROOT}:{ROOT}:ro"
+    writable = [b for b in binds if not b.endswith(":ro")]
+    assert writable and all(b.split(":")[0].endswith("/output") or "/.cache/" in b for b in writable), binds
+    assert f"{ROOT}/runs:{ROOT}/runs" not in binds and "--containall" not in job  # env (secrets) must pass
+    assert not any(b.split(":")[0] in (os.path.expanduser("~"), "/tmp", "/home") for b in binds)
+    book = [ln for ln in text.splitlines() if ln.startswith("apptainer exec --contain --no-home --no-mount cwd --bind")]
     assert [b.split(" python -m rocmft.launch.slurm ")[1].split()[0] for b in book] == ["started", "ended"]
     assert all("--rocm" not in b for b in book)  # bookkeeping needs no GPU
     # the CPU arch has no ROCm to bind
@@ -241,8 +250,8 @@ def test_docker_run_line_is_data():
             "--network=host --ipc=host --device=/dev/kfd --device=/dev/dri --group-add video "
             "--cap-add=SYS_NICE -e HF_TOKEN -e HIP_FORCE_DEV_KERNARG") in node
     # the checkout read-only, the run dirs writable (a model's remote code cannot rewrite .git or the Makefile)
-    assert (f'-v {ROOT}:{ROOT}:ro -v {ROOT}/runs:{ROOT}/runs "${{ib[@]}}" -w {ROOT} reg.example/rocmft:0.1.0-gfx942 '
-            "python -m torch.distributed.run") in node
+    assert (f'-v {ROOT}:{ROOT}:ro -v {ROOT}/runs/test-slurm-pinned/output:{ROOT}/runs/test-slurm-pinned/output "${{ib[@]}}" '
+            f"-w {ROOT} reg.example/rocmft:0.1.0-gfx942 python -m torch.distributed.run") in node
     assert "[[ -e /dev/infiniband ]] && ib=(--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1)" in node
     book = [ln for ln in text.splitlines() if ln.startswith("docker run")]
     assert len(book) == 2 and all("-e ROCMFT_SKIP_GPU_CHECK=1 -e SLURM_JOB_ID -e SLURM_JOB_NODELIST" in b

@@ -36,7 +36,8 @@ def test_api_on_gfx942_binds_the_host_on_the_hosts_network(runs_dir):
     assert KEY not in spec.to_json()
     assert spec.user == "1000:1000" and spec.working_dir == ROOT
     assert [m.read_only for m in spec.mounts if m.source == ROOT] == [True]
-    assert writable(spec) == {"/data/hf", f"{ROOT}/.cache/container-home"}
+    assert writable(spec) == {"/data/hf/hub", "/data/hf/datasets", f"{ROOT}/.cache/containers/rocmft_gfx942",
+                              f"{ROOT}/.cache/container-home"}
     assert spec.labels["ai.rocmft.serve"] == "api" and "ai.rocmft.shell" not in spec.labels
     assert spec.name == "rocmft-api-r1-4242"
     argv = rt.docker_run_argv(spec)
@@ -73,7 +74,21 @@ def test_webui_container_writes_only_llamaboards_folders_and_the_caches():
     spec = docker.container(ui, A["gfx1100"], facts, image="rocmft:gfx1100", caller_env={"HF_HOME": "/data/hf"})
     assert spec.network_mode == "host" and spec.environment["GRADIO_SERVER_NAME"] == "127.0.0.1"
     assert spec.command == ("python", "-m", "rocmft.serve.llamaboard") and spec.environment["PYTHONPATH"] == "src"
-    assert spec.environment["HF_HOME"] == "/data/hf"
-    assert writable(spec) == {"/data/hf", f"{ROOT}/.cache/container-home", f"{ROOT}/saves",
+    # HF_HOME is the image's own (no token file); the hub and datasets caches are the host's
+    assert spec.environment["HF_HOME"] == f"{ROOT}/.cache/containers/rocmft_gfx1100/hf"
+    assert spec.environment["HF_HUB_CACHE"] == "/data/hf/hub"
+    assert writable(spec) == {"/data/hf/hub", "/data/hf/datasets", f"{ROOT}/.cache/containers/rocmft_gfx1100",
+                              f"{ROOT}/.cache/container-home", f"{ROOT}/saves",
                               f"{ROOT}/llamaboard_cache", f"{ROOT}/llamaboard_config"}
     assert [m.read_only for m in spec.mounts if m.source == ROOT] == [True]
+
+
+def test_webui_container_gets_its_password_and_no_credential_of_the_caller():
+    """Issue 32: whoever logs in to LlamaBoard runs code in its container, so it holds nothing of yours."""
+    ui = plan.webui("gfx1100", "docker", "127.0.0.1", 7860)
+    env, generated, _ = plan.webui_environment({"HF_HOME": "/data/hf", "HF_TOKEN": "hf_x", "WANDB_API_KEY": "w"})
+    spec = docker.container(ui, A["gfx1100"], mi300x_node(hf_home="/data/hf"), image="rocmft:gfx1100", caller_env=env)
+    assert spec.secret_env == ("ROCMFT_WEBUI_PASSWORD",)
+    created = rt.sdk_kwargs(spec, env)["environment"]
+    assert created["ROCMFT_WEBUI_PASSWORD"] == generated
+    assert "HF_TOKEN" not in created and "WANDB_API_KEY" not in created and "hf_x" not in repr(created)

@@ -3,6 +3,8 @@ API_HOST/API_PORT/API_KEY/API_MODEL_NAME and Gradio's variables), URL, curl line
 
 from __future__ import annotations
 
+import pytest
+
 from rocmft.serve import plan, settings, target
 from tests.unit.serve.conftest import make_run
 
@@ -84,13 +86,14 @@ def test_urls_and_curl_line(runs_dir):
                                         "-d '{\"model\": \"r1\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}]}'")
 
 
-def test_llamaboard_never_shares_and_asks_a_password_beyond_loopback():
+def test_llamaboard_never_shares_and_asks_a_password_on_every_address():
     ui = plan.webui("cpu", "local", "::1", 7861)
     assert ui.url == "http://[::1]:7861/" and ui.argv == ("python", "-m", "rocmft.serve.llamaboard")
     assert dict(ui.env) == {"GRADIO_SERVER_NAME": "::1", "GRADIO_SERVER_PORT": "7861", "GRADIO_SHARE": "False",
                             "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
-    assert ui.secret_env == ()
-    assert plan.webui("cpu", "local", "0.0.0.0", 7860).secret_env == ("WEBUI_PASSWORD",)
+    # loopback too: every local account reaches 127.0.0.1, and LlamaBoard runs code for whoever does (issue 32)
+    assert ui.secret_env == ("ROCMFT_WEBUI_PASSWORD",)
+    assert plan.webui("cpu", "local", "0.0.0.0", 7860).secret_env == ("ROCMFT_WEBUI_PASSWORD",)
     assert plan.webui("gfx942", "docker", "127.0.0.1", 7860).env["GRADIO_SERVER_NAME"] == "127.0.0.1"
 
 
@@ -100,7 +103,8 @@ def test_exposure_says_what_protects_a_server_beyond_loopback(runs_dir):
     keyed = plan.exposure(plan.api(t, {}, "local", "0.0.0.0", 8000))
     assert [p.severity for p in keyed] == ["note"] and "requests need the API key" in keyed[0].line()
     ui = plan.exposure(plan.webui("cpu", "local", "0.0.0.0", 7860))
-    assert [p.severity for p in ui] == ["warning"] and "password (WEBUI_PASSWORD)" in ui[0].line()
+    assert [p.severity for p in ui] == ["warning"] and "password (ROCMFT_WEBUI_PASSWORD)" in ui[0].line()
+    assert "runs code as you" in ui[0].line()
 
 
 def test_runtime_is_where_the_run_trained_unless_asked():
@@ -121,13 +125,31 @@ def test_parse_port():
         assert problems[0].line() == f"error: PORT: `{bad}` is not a TCP port (1-65535)"
 
 
-def test_llamaboard_itself_refuses_to_listen_beyond_loopback_without_a_password():
-    """What runs in the job's runtime checks it again: no path starts LlamaBoard open to the network."""
+@pytest.mark.parametrize("host,password", [("0.0.0.0", None), ("127.0.0.1", None), ("127.0.0.1", "short")])
+def test_llamaboard_itself_refuses_to_start_without_a_long_password_on_any_address(host, password):
+    """What runs in the job's runtime checks it again: no path starts LlamaBoard without a login."""
     import subprocess
     import sys
 
-    env = {"GRADIO_SERVER_NAME": "0.0.0.0", "PATH": "/usr/bin:/bin"}
+    env = {"GRADIO_SERVER_NAME": host, "PATH": "/usr/bin:/bin",
+           **({"ROCMFT_WEBUI_PASSWORD": password} if password else {})}
     proc = subprocess.run([sys.executable, "-m", "rocmft.serve.llamaboard"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        "error: WEBUI_PASSWORD: LlamaBoard listens on 0.0.0.0, beyond this machine, and needs a password"]
+        "error: ROCMFT_WEBUI_PASSWORD: LlamaBoard runs code for whoever reaches it and needs a password of at least "
+        f"16 characters, on {host} too (`make webui` generates one)"]
+
+
+def test_llamaboard_gets_no_credentials_and_a_password_of_its_own():
+    caller = {"HF_TOKEN": "hf_x", "WANDB_API_KEY": "w", "API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "a",
+              "WEBUI_PASSWORD": "generic-password-of-another-tool", "GITHUB_TOKEN": "g", "PATH": "/usr/bin",
+              "HF_HOME": "/data/hf", "TOKENIZERS_PARALLELISM": "false"}
+    env, generated, problems = plan.webui_environment(caller)
+    assert problems == [] and len(generated) >= 32 and env["ROCMFT_WEBUI_PASSWORD"] == generated
+    assert set(env) == {"PATH", "HF_HOME", "TOKENIZERS_PARALLELISM", "ROCMFT_WEBUI_PASSWORD"}
+    env, generated, problems = plan.webui_environment({**caller, "ROCMFT_WEBUI_PASSWORD": "x" * 16})
+    assert generated is None and problems == [] and env["ROCMFT_WEBUI_PASSWORD"] == "x" * 16
+    _, _, problems = plan.webui_environment({"ROCMFT_WEBUI_PASSWORD": "hunter2"})
+    assert [p.line() for p in problems] == [
+        "error: ROCMFT_WEBUI_PASSWORD: 7 characters: LlamaBoard runs code for whoever logs in, its password needs "
+        "at least 16 (unset ROCMFT_WEBUI_PASSWORD to get a generated one)"]

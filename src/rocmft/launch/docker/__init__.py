@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from ... import runs
+from ... import hostio, runs
 from ...host import KFD
 from ...problems import Problem, ProblemReport, raise_if_errors
 from .checks import check_host, check_mounts, create_cache_dirs
@@ -65,11 +65,12 @@ def launch(prep, args) -> int:
 
     plan = pipeline.build_plan(prep, python="python")
     facts = host_facts.gather()
-    raise_if_errors(check_host(plan, prep.arch, facts))
+    # what the recipe would have mounted is judged before the daemon is asked anything (one line per path)
+    draft = container_spec(plan, prep.arch, facts, image="", args=prep.rendered.args)
+    raise_if_errors([*check_host(plan, prep.arch, facts), *check_mounts(draft)])
     client = connect()
     tag, image = resolve_image(client, prep.arch, getattr(args, "docker_image", None))
     spec = container_spec(plan, prep.arch, facts, image=tag, args=prep.rendered.args, launcher_pid=os.getpid())
-    raise_if_errors(check_mounts(spec))
     raise_if_errors(create_cache_dirs(spec))
     _refuse_name_clash(client, spec.name)
 
@@ -78,7 +79,7 @@ def launch(prep, args) -> int:
     labels = image_labels(image)
     run_dir = pipeline.commit(prep, plan, runtime="docker", image=image.id, image_tag=tag,
                               image_tags=list(image.tags or []), image_labels=labels)
-    (run_dir / "container.json").write_text(spec.to_json())
+    hostio.write_text(run_dir / "container.json", spec.to_json())
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)
     print(f"[rocmft] image: {tag} ({image.short_id}, built for {labels.get(LABEL + 'arch')})", flush=True)
     gpus = ", ".join(d for d in spec.devices if d != KFD) or "none"

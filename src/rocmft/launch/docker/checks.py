@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from ... import arches
 from ...arches import Arch
 from ...host import KFD, HostFacts
 from ...problems import Problem
+from .. import mountable
 from ..plan import LaunchPlan
 from .spec import ContainerSpec
 
@@ -73,10 +75,26 @@ def _wrong_arch(arch: Arch, found: list[str]) -> list[Problem]:
                     "(the image's kernels are built for one arch)", fix)]
 
 
-def check_mounts(spec: ContainerSpec) -> list[Problem]:
-    """An input mount whose source does not exist (Docker would create an empty root-owned dir)."""
-    problems = []
+def check_mounts(spec: ContainerSpec, caller_env: Mapping[str, str] | None = None) -> list[Problem]:
+    """The paths a recipe chose (caches read-write, inputs read-only) only where launch/mountable.py allows;
+    an input mount whose source does not exist (Docker would create an empty root-owned dir)."""
+    caller_env = os.environ if caller_env is None else caller_env
+    home = caller_env.get("HOME", "")
+    # the host's HF_HOME: the container's own is elsewhere (spec.py), its datasets cache is <HF_HOME>/datasets
+    hf_home = os.path.dirname(spec.environment.get("HF_DATASETS_CACHE", "")) or spec.environment.get("HF_HOME", "")
+    roots = mountable.cache_roots(spec.working_dir, hf_home, caller_env)
+    problems: list[Problem] = []
     for mount in spec.mounts:
+        key = mount.why.split()[0] if mount.why else ""  # "TRITON_CACHE_DIR cache", "model_name_or_path outside..."
+        if mount.kind == "cache":
+            refused = mountable.cache_problems([(key, mount.source)], roots, home)
+        elif mount.kind == "input":
+            refused = mountable.input_problems([(key, mount.source)], home)
+        else:
+            refused = []
+        if refused:
+            problems += refused
+            continue
         if not (mount.create or mount.made_by_launch) and not os.path.exists(mount.source):
             problems.append(Problem("", "mount", f"{mount.source} does not exist ({mount.why})",
                                     "fix the path in the recipe, or create it"))

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ... import runs
+from ... import hostio, runs
 from .spec import ContainerSpec
 
 STOP_TIMEOUT_S = 5  # SIGTERM, then SIGKILL, when the plan says nothing (its stop_grace_s: the ranks save first)
@@ -106,8 +106,9 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
             else:
                 started = time.monotonic()
                 try:
-                    # the run dir is mounted at the same path: the job's progress.jsonl is followed right here
-                    with open(log_path, "ab") as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:
+                    # the job folder is mounted at the same path: its progress.jsonl is followed right here;
+                    # train.log is the host's (the container cannot write the run dir above output/)
+                    with hostio.open_append(log_path) as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:
                         for chunk in container.logs(stream=True, follow=True):
                             log.write(chunk)
                             log.flush()

@@ -29,10 +29,13 @@ Choices (docs/gpu.md explains them to users):
     the GPU's NUMA node with mbind and fails the allocation if mbind fails (fmm.c: bind_mem_to_numa,
     fmm_allocate_host_gpu), unless numa_available() already said no, which libnuma only does on EPERM from
     2.0.19 on. CAP_SYS_NICE opens those four calls and nothing else of the profile; `unconfined` opened all.
-  - The project is mounted read-only; the run dir, the caches and HOME read-write (see `container_spec`).
+  - The project is mounted read-only; the run dir's job folder (output/), the caches and HOME read-write (see
+    `container_spec`); the run dir above output/ stays the host's (runs.py, hostio.py).
   - memlock unlimited on GPU arches: ROCr/RCCL pin (mlock) host buffers for DMA.
   - The container runs as the invoking user (uid:gid), so run files are not root-owned; HOME is
-    <project>/.cache/container-home (writable, and MIOpen/Triton kernel caches survive between runs).
+    <project>/.cache/container-home (writable, never the host's); compiled-code caches (torch extensions,
+    Triton, MIOpen, HF_MODULES_CACHE) are the image's own, <project>/.cache/containers/<image>/, kept
+    between runs of that image and never shared with the host (OWN_CACHES).
   - Secrets (HF_TOKEN, ...): the spec holds their NAMES only; the values are read from the caller's
     environment when the container is created and are never written to a file by rocmft.
 """
@@ -41,12 +44,13 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from ... import arches
 from ...arches import Arch
 from ...host import DRI, KFD, HostFacts
+from ...jobfiles import JOB_DIR
 from ...recipes import SECRET_ENV
 from ..plan import LaunchPlan
 
@@ -59,6 +63,14 @@ CPU_SHM = "2g"
 INPUT_KEYS = ("model_name_or_path", "adapter_name_or_path", "dataset_dir", "tokenized_path")
 # Caches the plan passes by absolute path; outside the mounts they get a read-write mount (created first).
 CACHE_ENV = ("TORCH_EXTENSIONS_DIR", "MPLCONFIGDIR", "HF_HUB_CACHE", "TRITON_CACHE_DIR", "MIOPEN_USER_DB_PATH")
+# Compiled code and settings a later process loads (a .so from torch's extension loader, Triton kernels,
+# remote model code transformers copies into HF_MODULES_CACHE, matplotlibrc): containers get their own,
+# one folder per image under CONTAINER_CACHES, never the host's (a .so planted by container code ran in a
+# later RUNTIME=local run: issue 32). A recipe that sets one in env: keeps it (launch/mountable.py judges it).
+CONTAINER_CACHES = ".cache/containers"
+OWN_CACHES = {"TORCH_EXTENSIONS_DIR": "torch_extensions", "TRITON_CACHE_DIR": "triton", "MPLCONFIGDIR": "matplotlib",
+              "HF_MODULES_CACHE": "hf_modules", "MIOPEN_USER_DB_PATH": "miopen", "MIOPEN_CUSTOM_CACHE_DIR": "miopen"}
+OFFLINE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,9 @@ class Mount:
     create: bool = False  # a cache the launcher creates when missing; False = an input that must exist
     made_by_launch: bool = False  # the run dir: created when the run is committed, after the checks
     why: str = ""
+    # "cache" (a path from the plan's env) or "input" (a path from the rendered args): the recipe chose them,
+    # so checks.check_mounts judges them (launch/mountable.py); "" for what rocmft itself mounts
+    kind: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -157,30 +172,49 @@ def container_spec(
     def covered(path: str, *, rw: bool) -> bool:
         return any(_inside(path, m.source) for m in mounts if not (rw and m.read_only))
 
-    def writable_dir(path: str, why: str, *, made_by_launch: bool = False) -> None:
+    def writable_dir(path: str, why: str, *, made_by_launch: bool = False, kind: str = "") -> None:
         path = posixpath.normpath(path)
         if not covered(path, rw=True):
-            mounts.append(Mount(path, path, create=not made_by_launch, made_by_launch=made_by_launch, why=why))
+            mounts.append(Mount(path, path, create=not made_by_launch, made_by_launch=made_by_launch, why=why,
+                                kind=kind))
 
     runs_dir = posixpath.normpath(host.runs_dir) if host.runs_dir else posixpath.join(root, "runs")
+    if not covered(runs_dir, rw=False):  # other runs stay readable (RESUME=, the adapter a server loads)
+        mounts.append(Mount(runs_dir, runs_dir, read_only=True, create=True,
+                            why="run dirs (ROCMFT_RUNS is outside the project), read-only"))
     if run_dir:
-        writable_dir(run_dir, "this run's directory: all the job writes", made_by_launch=True)
+        # Only the job folder: the run dir above it is the host's (status.json, train.log, plan.json), so
+        # nothing the job plants there (a symlink at a name the host writes next) is ever in the host's way.
+        if not covered(run_dir, rw=False):
+            mounts.append(Mount(posixpath.normpath(run_dir), posixpath.normpath(run_dir), read_only=True,
+                                made_by_launch=True, why="this run's directory, read-only: the host's files"))
+        writable_dir(posixpath.join(run_dir, JOB_DIR), f"this run's {JOB_DIR}/: all the job writes",
+                     made_by_launch=True)
     elif training:
         writable_dir(runs_dir, "run dirs: what a shell may train into")
-    if not covered(runs_dir, rw=False):  # other runs stay readable (RESUME=, the adapter a server loads)
-        mounts.insert(1, Mount(runs_dir, runs_dir, read_only=True, create=True,
-                               why="run dirs (ROCMFT_RUNS is outside the project), read-only"))
+    # HF: the hub and datasets caches of HF_HOME, not HF_HOME itself: its `token` and `stored_tokens` stay
+    # out, and modules/ (remote code the host imports) is the container's own. An offline job only reads the
+    # hub cache: read-only then, so it cannot rewrite the model code a later run loads.
     hf_home = posixpath.normpath(host.hf_home)
-    writable_dir(hf_home, "HF cache (HF_HOME): hub models, datasets, tokens")
+    own = posixpath.join(root, CONTAINER_CACHES, _slug(image))
+    hub = posixpath.normpath(plan.env.get("HF_HUB_CACHE") or posixpath.join(hf_home, "hub"))
+    datasets = posixpath.join(hf_home, "datasets")
+    if str(plan.env.get("HF_HUB_OFFLINE", "")).lower() in OFFLINE and not covered(hub, rw=False):
+        mounts.append(Mount(hub, hub, read_only=True, create=True, why="HF hub cache, read-only (an offline job)"))
+    else:
+        writable_dir(hub, "HF hub cache: models and their code")
+    writable_dir(datasets, "HF datasets cache")
+    writable_dir(own, "this image's own caches: compiled extensions, kernels, remote model code, HF_HOME")
     home = posixpath.join(root, CONTAINER_HOME)
-    writable_dir(home, "HOME: MIOpen, Triton and pip caches")
+    writable_dir(home, "HOME: pip and other tools' caches")
     for key in CACHE_ENV:
         value = plan.env.get(key, "")
-        if posixpath.isabs(value):
-            writable_dir(value, f"{key} cache")
+        if posixpath.isabs(value) and key != "HF_HUB_CACHE":
+            writable_dir(value, f"{key} cache", kind="cache")
     tuned = plan.env.get("PYTORCH_TUNABLEOP_FILENAME", "")
     if posixpath.isabs(tuned):  # TUNE=1 (rocmft.tuning): written when the job exits, kept for later runs
-        writable_dir(posixpath.dirname(tuned), "TunableOp GEMM results of this image and model shape (TUNE=1)")
+        writable_dir(posixpath.dirname(tuned), "TunableOp GEMM results of this image and model shape (TUNE=1)",
+                     kind="cache")
     for folder in writable:
         writable_dir(posixpath.join(root, folder), f"{folder}/ (written by the program in the container)")
     for key in INPUT_KEYS:
@@ -190,13 +224,17 @@ def container_spec(
             value = value.strip()
             if posixpath.isabs(value) and not covered(value, rw=False):
                 mounts.append(Mount(posixpath.normpath(value), posixpath.normpath(value), read_only=True,
-                                    why=f"{key} outside the project (read-only)"))
+                                    why=f"{key} outside the project (read-only)", kind="input"))
 
     env = {k: v for k, v in plan.env.items() if k not in SECRET_ENV}
-    env["HF_HOME"] = hf_home
+    env["HF_HOME"] = posixpath.join(own, "hf")  # no token file in there; secrets come by name (HF_TOKEN)
+    env["HF_HUB_CACHE"] = hub
+    env["HF_DATASETS_CACHE"] = datasets
+    for key, folder in OWN_CACHES.items():
+        env.setdefault(key, posixpath.join(own, folder))
     env["HOME"] = home
     if run_dir:  # report_to: wandb writes ./wandb under the working directory, which is read-only
-        env.setdefault("WANDB_DIR", run_dir)
+        env.setdefault("WANDB_DIR", posixpath.join(run_dir, JOB_DIR))
 
     devices: tuple[str, ...] = ()
     group_add: tuple[str, ...] = ()
@@ -254,6 +292,11 @@ def arch_gpu_indices(arch: Arch, host: HostFacts, selected: tuple[str, ...] | No
     if selected:
         return tuple(selected)
     return tuple(str(g.index) for g in host.gpus_of(arch.name))
+
+
+def _slug(image: str) -> str:
+    """A folder name for an image reference (rocmft:gfx942 -> rocmft_gfx942)."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in image).strip("._") or "image"
 
 
 def docker_run_argv(spec: ContainerSpec, *, tty: bool = False) -> list[str]:

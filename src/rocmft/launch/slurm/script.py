@@ -30,6 +30,7 @@ from ...problems import raise_if_errors
 from ...recipes import Recipe
 from .. import names
 from ..outcome import EXIT_STOPPED
+from ...jobfiles import JOB_DIR
 from ..docker.spec import CACHE_ENV
 from ..plan import DEVICE_VARS, LaunchPlan
 from .options import SlurmOptions, warning_seconds
@@ -58,14 +59,23 @@ def _quote(word: str) -> str:
     return f'"{word}"' if isinstance(word, NodeExpands) else shlex.quote(word)
 
 
-def bind_paths(root: Path, run_dir: Path, env: Mapping[str, str]) -> list[tuple[str, bool]]:
-    """(path, writable) a container must see at the same path: the project read-only, and what the job
-    writes: the runs dir (a requeued attempt, the bookkeeping), the HF cache and the plan's caches, which
-    may lie inside the project. As in RUNTIME=docker (docker/spec.py): code run inside cannot rewrite the
-    checkout (.git/config, .venv/bin, the Makefile) that the user runs next."""
+def bind_paths(root: Path, run_dir: Path, env: Mapping[str, str], *, job: bool = False) -> list[tuple[str, bool]]:
+    """(path, writable) a container must see at the same path: the project read-only, and what is written:
+    for the bookkeeping (rocmft's own code: status.json of this and a requeued attempt) the runs dir; for the
+    job only its run dir's job folder (output/, runs.JOB_DIR), the run dir above it read-only, as in
+    RUNTIME=docker (docker/spec.py); then the HF cache and the plan's caches, which may lie inside the
+    project. Code run inside cannot rewrite the checkout (.git/config, .venv/bin, the Makefile) that the user
+    runs next, nor plant a link where the host writes."""
     binds = [(str(root), False)]
+    if job:
+        run_dir = Path(os.path.abspath(run_dir))
+        if not run_dir.is_relative_to(root):
+            binds.append((str(run_dir), False))
+        writes = [run_dir / JOB_DIR]
+    else:
+        writes = [run_dir.parent]
     keys = ("HF_HOME", *CACHE_ENV)
-    for path in [run_dir.parent] + [Path(env[k]) for k in keys if os.path.isabs(env.get(k) or "")]:
+    for path in writes + [Path(env[k]) for k in keys if os.path.isabs(env.get(k) or "")]:
         path = Path(os.path.abspath(path))
         if not any(rw and (path == Path(b) or Path(b) in path.parents) for b, rw in binds):
             binds.append((str(path), True))
@@ -76,14 +86,16 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[tuple[str, bool
                      env_names: Iterable[str], *, job: bool) -> list[str]:
     """The words before the plan's argv. `job`: the training task (GPUs, network) vs. a bookkeeping call."""
     if opts.container == "apptainer":
-        words = ["apptainer", "exec"]
+        # Contained as RUNTIME=docker is: by default Apptainer binds $HOME, /tmp, /var/tmp and the working
+        # directory read-write. --contain gives empty /tmp and /var/tmp and a scratch HOME, --no-home keeps
+        # the real one out, --no-mount cwd the project, which is then bound read-only like every path
+        # below with its own mode. Not --containall: its --cleanenv would drop the plan's environment and
+        # the secrets sbatch --export=ALL hands the job. What remains: docs/security.md.
+        words = ["apptainer", "exec", "--contain", "--no-home", "--no-mount", "cwd"]
         if arch.is_gpu and job:
             words.append("--rocm")  # binds the host's /dev/kfd, /dev/dri and ROCm user-space libraries
-        # Apptainer binds the working directory (the project) read-write itself unless told `--no-mount cwd`,
-        # which this cluster cannot try (no Apptainer here): its binds stay as they were, all read-write.
-        for path, _ in binds:
-            if path == str(root) or not Path(path).is_relative_to(root):
-                words += ["--bind", f"{path}:{path}"]
+        for path, rw in binds:
+            words += ["--bind", f"{path}:{path}" + ("" if rw else ":ro")]
         return words + ["--pwd", str(root), str(opts.sif)]
     if opts.container == "docker":
         # As the submitting user: files in the run dir stay theirs, and NFS with root_squash stays writable.
@@ -105,7 +117,7 @@ def container_prefix(opts: SlurmOptions, arch: Arch, binds: list[tuple[str, bool
     return []
 
 
-def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[tuple[str, bool]], root: Path) -> str:
+def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, job_binds: list[tuple[str, bool]], root: Path) -> str:
     """What one node's task runs (in `bash -c`): the plan's argv, wrapped for the container mode."""
     env_names = sorted({*plan.env, *plan.secret_env, "ROCMFT_ATTEMPT"})
     parts = [f'echo "[rocmft] node ${{SLURM_NODEID}} (${{SLURMD_NODENAME}}): {plan.nproc_per_node} '
@@ -115,7 +127,7 @@ def node_command(plan: LaunchPlan, opts: SlurmOptions, arch: Arch, binds: list[t
         # Keep the one ROCr reads and drop the others (see plan.DEVICE_VARS).
         others = " ".join(v for v in (*DEVICE_VARS, "GPU_DEVICE_ORDINAL") if v != "ROCR_VISIBLE_DEVICES")
         parts.append(f'if [[ -n "${{ROCR_VISIBLE_DEVICES:-}}" ]]; then unset {others}; fi')
-    prefix = container_prefix(opts, arch, binds, root, env_names, job=True)
+    prefix = container_prefix(opts, arch, job_binds, root, env_names, job=True)
     if opts.container == "docker":
         # The container gets the task's name so a cancelled job's container can be found (docker ps).
         prefix = prefix[:4] + ["--name", NodeExpands("rocmft-${SLURM_JOB_ID}-${SLURM_NODEID}")] + prefix[4:]
@@ -185,7 +197,7 @@ def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptio
         root_q=shlex.quote(str(root)), run_dir_q=shlex.quote(str(run_dir)),
         exports=exports, unset=list(plan.unset_env), secrets_note=secrets_note,
         book=bookkeeping_command(opts, arch, binds, root, python),
-        node_cmd_q=shlex.quote(node_command(plan, opts, arch, binds, root)),
+        node_cmd_q=shlex.quote(node_command(plan, opts, arch, bind_paths(root, run_dir, plan.env, job=True), root)),
         srun_flags=srun_flags(), grace=warning_seconds(recipe.resilience["stop_grace_s"], opts.time),
         max_requeues=recipe.resilience["max_requeues"], exit_stopped=EXIT_STOPPED,
     )

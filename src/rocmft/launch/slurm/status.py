@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 from ... import recipes, runs
+from ...jobfiles import DIVERGED
 from ..outcome import EXIT_DIVERGED, EXIT_STOPPED, stopped_lines
 
 _SRUN_EXIT = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): Exited with exit code (\d+)", re.M)
@@ -71,7 +72,7 @@ def started(run_dir: Path, attempt: int, max_requeues: int, job: dict) -> int:
 
 
 def ended(run_dir: Path, code: int, stop: str, attempt: int, max_requeues: int, arch: str) -> int:
-    if code == 0 or code == EXIT_DIVERGED or (run_dir / "diverged.json").is_file() or stop not in ("USR1", "TERM"):
+    if code == 0 or code == EXIT_DIVERGED or runs.job_file(run_dir, DIVERGED).is_file() or stop not in ("USR1", "TERM"):
         return _finish(run_dir, code, arch)  # finished, or a real error (whatever else happened): never requeued
     if stop == "TERM":
         runs.mark(run_dir, "interrupted", exit_code=EXIT_STOPPED,
