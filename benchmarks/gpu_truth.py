@@ -253,8 +253,10 @@ def run_config(cfg: Config, common: list[str], steps: int, work: Path, env: dict
     except subprocess.TimeoutExpired as exc:
         output, code = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), None
     log(output[-3000:] if code else "\n".join(output.splitlines()[-4:]))
+    from rocmft.jobfiles import METRICS, job_file
+
     run_dir = Path(env.get("ROCMFT_RUNS") or ROOT / "runs") / name
-    metrics = run_dir / "metrics.json"
+    metrics = job_file(run_dir, METRICS)  # written by the job, in its own folder of the run dir
     if metrics.is_file():
         res.metrics = json.loads(metrics.read_text())
         res.status = "ok"
