@@ -214,5 +214,10 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
 
 
 def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None, **rendezvous):
+    from . import host
+
+    # The launching host's cores: the node itself for local and Docker runs; a Slurm job's nodes are assumed to
+    # be like the node it is submitted from (a recipe's `env: {OMP_NUM_THREADS: ...}` says otherwise).
     return launch_plan.build(prep.recipe, prep.arch, prep.run_path, os.environ if env is None else env,
-                             python=python or sys.executable, gpus=prep.gpus, **rendezvous)
+                             python=python or sys.executable, gpus=prep.gpus, physical_cores=host.physical_cores(),
+                             **rendezvous)
