@@ -25,3 +25,7 @@ image-info: host ## print what the image of ARCH holds (versions, commit) and wh
 
 wheelhouse: host ## download every wheel the image of ARCH needs into wheelhouse/<arch>/ (for OFFLINE=1)
 	@$(ROCMFT) wheelhouse $(call q,$(ARCH)) $(call opt,--flash-attn,$(FLASH_ATTN)) $(if $(call is_set,$(DRY_RUN)),--dry-run)
+
+.PHONY: rehearsal
+rehearsal: host ## CI: build the gfx1100/gfx942 images' rehearsal on the CPU base (rocmft-rehearsal:<arch>, not usable)
+	@$(ROCMFT) rehearsal

@@ -59,6 +59,11 @@ uv_install --no-deps -r requirements/no-deps.txt
 # DeepSpeed is an sdist: build isolation would fetch a CUDA torch to build it against. Its CPU ops
 # (shm comm, cpu_adam) are JIT-compiled on first use into TORCH_EXTENSIONS_DIR (.cache/), not here,
 # so `make demo` never waits for a compiler.
+# 0.19.8 is above LLaMA-Factory 0.9.5's tested cap (its requirements/deepspeed.txt, a file of its repo: its wheel's
+# metadata has no DeepSpeed bound, and hparams/parser.py only checks that DeepSpeed is installed).
+# Kept, on measured evidence with exactly this stack (LLaMA-Factory 0.9.5, transformers 5.6.0, accelerate 1.11.0):
+# results/gpu_truth-nvidia-h200.csv trained llama3-8b-z3 (ZeRO-3 LoRA) and llama3-8b-full-z3 (ZeRO-3 full), 6 steps on one H200,
+# with DeepSpeed 0.19.8 (status ok), and CI trains ZeRO-2/ZeRO-3 on CPU with it (tests/train/test_train_cpu.py).
 uv_install --no-build-isolation "deepspeed==$(pin deepspeed)"
 # PyPI's torchvision/torchaudio for x86_64 are CUDA builds that do not load beside the CPU torch:
 # - torchvision, when present, breaks `import transformers` ("operator torchvision::nms does not exist");

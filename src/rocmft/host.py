@@ -75,6 +75,8 @@ class HostFacts:
     disk_free: Mapping[str, int] = field(default_factory=dict)  # path -> free bytes
     kernel_cmdline: str = ""
     iommu_active: bool = False
+    numa_balancing: int | None = None  # /proc/sys/kernel/numa_balancing; None = not readable (no NUMA kernel)
+    amdgpu_version: str = ""  # /sys/module/amdgpu/version: AMD's amdgpu-dkms driver; "" = the kernel's own (inbox) one
 
     @property
     def has_gpu(self) -> bool:
@@ -336,5 +338,35 @@ def gather(env: Mapping[str, str] | None = None, *, project_root: str | None = N
         runs_dir=runs_dir, home=home, hostname=socket.gethostname(), groups=tuple(sorted({gid, *os.getgroups()})),
         video_gid=_gid("video"), render_gid=_gid("render"), devices=devices, accessible=accessible,
         gpus=tuple(gpus), gpu_source=source, tools=found_tools, shm_bytes=shm, disk_free=disk,
-        kernel_cmdline=cmdline, iommu_active=iommu,
+        kernel_cmdline=cmdline, iommu_active=iommu, numa_balancing=numa_balancing(), amdgpu_version=amdgpu_version(),
     )
+
+
+def numa_balancing(proc: str | Path = "/proc") -> int | None:
+    """The kernel's NUMA auto-balancing switch (0 off, 1 on, 2 tiering), None when the file is absent."""
+    try:
+        return int((Path(proc) / "sys/kernel/numa_balancing").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def amdgpu_version(sys_root: str | Path = "/sys") -> str:
+    """The amdgpu module's version: set by AMD's amdgpu-dkms driver (e.g. 6.16.6), absent for the kernel's inbox one."""
+    try:
+        return (Path(sys_root) / "module/amdgpu/version").read_text().strip()
+    except OSError:
+        return ""
+
+
+def physical_cores(cpu_root: str | Path = "/sys/devices/system/cpu") -> int:
+    """Physical cores of this host: distinct (package, core) pairs of the online CPUs' topology (SMT siblings
+    counted once); os.cpu_count() where sysfs does not say."""
+
+    root = Path(cpu_root)
+    cores = set()
+    for topo in root.glob("cpu[0-9]*/topology"):
+        try:
+            cores.add(((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip()))
+        except OSError:
+            continue
+    return len(cores) or os.cpu_count() or 1

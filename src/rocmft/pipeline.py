@@ -226,5 +226,10 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
 def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None,
                gpus: tuple[str, ...] | None = None, **rendezvous):
     """`gpus`: the runtime's choice when the user made none (RUNTIME=local: the GPUs of the recipe's arch)."""
+    from . import host
+
+    # The launching host's cores: the node itself for local and Docker runs; a Slurm job's nodes are assumed to
+    # be like the node it is submitted from (a recipe's `env: {OMP_NUM_THREADS: ...}` says otherwise).
     return launch_plan.build(prep.recipe, prep.arch, prep.run_path, os.environ if env is None else env,
-                             python=python or sys.executable, gpus=gpus or prep.gpus, **rendezvous)
+                             python=python or sys.executable, gpus=gpus or prep.gpus,
+                             physical_cores=host.physical_cores(), **rendezvous)

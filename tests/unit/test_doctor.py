@@ -104,7 +104,8 @@ def node(n=8, **kw) -> HostFacts:
     base = dict(uid=1000, gid=1000, user="alice", project_root="/p", hf_home="/data/hf", hostname="mi300x",
                 groups=(1000, 44, 109), video_gid=44, render_gid=109, devices=devices, accessible=devices, gpus=gpus,
                 gpu_source="sysfs", tools={"rocminfo": "/opt/rocm/bin/rocminfo"}, shm_bytes=512 * GiB,
-                disk_free={"/p": 2000 * GiB}, kernel_cmdline="BOOT_IMAGE=/vmlinuz ro iommu=pt", iommu_active=True)
+                disk_free={"/p": 2000 * GiB}, kernel_cmdline="BOOT_IMAGE=/vmlinuz ro iommu=pt", iommu_active=True,
+                numa_balancing=0, amdgpu_version="6.16.6")
     base.update(kw)
     return HostFacts(**base)
 
@@ -329,3 +330,60 @@ def test_a_host_with_an_igpu_never_suggests_its_arch():
     assert report.suggested_arch == "gfx1100"
     text = "\n".join(doctor.render(report))
     assert "ARCH=gfx1036" not in text and "gfx1036 is not in docker/arches.yaml" in text
+
+
+# ---- host tuning (issue 31): NUMA auto-balancing, the amdgpu driver, an enabled iGPU; facts read from fake trees
+
+def test_numa_balancing_and_driver_version_read_from_fake_proc_and_sys(tmp_path):
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    (tmp_path / "sys/module/amdgpu").mkdir(parents=True)
+    (tmp_path / "sys/module/amdgpu/version").write_text("6.16.6\n")
+    assert host.numa_balancing(tmp_path / "proc") == 1 and host.amdgpu_version(tmp_path / "sys") == "6.16.6"
+    assert host.numa_balancing(tmp_path / "nothing") is None and host.amdgpu_version(tmp_path / "nothing") == ""
+
+
+def test_physical_cores_counts_smt_siblings_once(tmp_path):
+    for cpu, (package, core) in enumerate([(0, 0), (0, 1), (0, 0), (0, 1), (1, 0), (1, 0)]):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text(f"{package}\n")
+        (topo / "core_id").write_text(f"{core}\n")
+    (tmp_path / "cpufreq").mkdir()  # not a CPU
+    assert host.physical_cores(tmp_path) == 3
+    assert host.physical_cores(tmp_path / "missing") == (os.cpu_count() or 1)
+
+
+def test_doctor_numa_balancing_on_a_multi_gpu_instinct_host_warns_with_its_fix():
+    report = doctor.check(node(numa_balancing=1, amdgpu_version="6.16.6"), DOCKER_OK, A)
+    warn = [f for f in report.findings if "NUMA auto-balancing is on" in f.what]
+    assert len(warn) == 1 and warn[0].level == "warn" and "sysctl kernel.numa_balancing=0" in warn[0].fix
+    assert any(w.startswith("NUMA auto-balancing off") for w in levels(doctor.check(node(numa_balancing=0), DOCKER_OK, A)))
+    # One GPU, or Radeon cards: AMD's guidance is for multi-GPU Instinct hosts.
+    assert not [f for f in doctor.check(node(1, numa_balancing=1), DOCKER_OK, A).findings if "NUMA" in f.what]
+    radeon = tuple(GPU(i, "gfx1100", "Radeon RX 7900 XTX", f"/dev/dri/renderD{128 + i}") for i in range(2))
+    assert not [f for f in doctor.check(node(gpus=radeon, numa_balancing=1), DOCKER_OK, A).findings if "NUMA" in f.what]
+
+
+def test_doctor_driver_version_beside_the_images_rocm():
+    found = [f for f in doctor.check(node(amdgpu_version="6.16.6"), DOCKER_OK, A).findings if "amdgpu" in f.what]
+    assert found[0].level == "info" and "6.16.6" in found[0].what and f"ROCm {A['gfx942'].rocm}" in found[0].what
+    inbox = [f for f in doctor.check(node(amdgpu_version=""), DOCKER_OK, A).findings if "inbox driver" in f.what]
+    assert inbox[0].level == "warn" and "amdgpu-install --usecase=dkms" in inbox[0].fix
+    radeon = (GPU(0, "gfx1100", "Radeon RX 7900 XTX", "/dev/dri/renderD128"),)
+    devices = ("/dev/kfd", "/dev/dri/renderD128")
+    inbox = [f for f in doctor.check(node(gpus=radeon, devices=devices, accessible=devices, amdgpu_version=""),
+                                     DOCKER_OK, A).findings if "inbox driver" in f.what]
+    assert inbox[0].level == "info"
+
+
+def test_doctor_an_enabled_igpu_beside_radeon_cards_warns_with_the_gpus_to_keep():
+    gpus = (GPU(0, "gfx1036", "AMD Radeon Graphics", "/dev/dri/renderD128"),
+            GPU(1, "gfx1100", "Radeon RX 7900 XTX", "/dev/dri/renderD129"),
+            GPU(2, "gfx1100", "Radeon RX 7900 XTX", "/dev/dri/renderD130"))
+    devices = ("/dev/kfd", *(g.render_node for g in gpus))
+    report = doctor.check(node(gpus=gpus, devices=devices, accessible=devices), DOCKER_OK, A)
+    warn = [f for f in report.findings if "integrated GPU" in f.what]
+    assert len(warn) == 1 and "GPU 0 (gfx1036, /dev/dri/renderD128)" in warn[0].what
+    assert "GPUS=1,2" in warn[0].fix and "BIOS" in warn[0].fix
+    assert not [f for f in doctor.check(node(), DOCKER_OK, A).findings if "integrated GPU" in f.what]

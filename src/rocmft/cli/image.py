@@ -46,22 +46,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--verbose", action="store_true", help="echo the whole build output (it always goes to the log)")
 
 
-def kernel_sources(folder: Path, versions) -> tuple[str, ...]:
-    """The files of the wheelhouse an offline kernel stage compiles from: the flash-attn sdist and the build
-    tools (its context folder gets only these, never the whole wheelhouse)."""
-    from ..image.versions import canonical
-    from ..image.wheelhouse import parse_filename
-
-    wanted = {"flash-attn": versions.flash_attn}
-    wanted.update({canonical(p.split("==")[0]): p.split("==")[1] for p in versions.build_deps})
-    found = []
-    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
-        parsed = parse_filename(path.name)
-        if parsed and wanted.get(parsed[0]) == parsed[1]:
-            found.append(str(path))
-    return tuple(found)
-
-
 def make_plan(args, base_id: str = ""):
     from ..image import kernels, wheelhouse
     from ..image import plan as image_plan
@@ -78,7 +62,7 @@ def make_plan(args, base_id: str = ""):
                                      wheelhouse=str(folder) if args.offline else "", context=str(root),
                                      flash_attn=args.flash_attn, max_jobs=jobs, head_dims=args.head_dims,
                                      base_id=base_id, kernel_cache_root=str(folder),
-                                     kernel_sources=kernel_sources(folder, versions) if args.offline else ())
+                                     kernel_sources=wheelhouse.kernel_sources(folder, versions) if args.offline else ())
     except ValueError as exc:
         raise ProblemReport([Problem("", "HEAD_DIMS", str(exc), "HEAD_DIMS=64,128 or HEAD_DIMS=all")]) from None
     return arch, versions, folder, plan

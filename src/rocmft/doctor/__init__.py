@@ -214,7 +214,69 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
                 "traffic is slow or hangs (AMD's multi-GPU guidance)",
                 "add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub, `sudo update-grub`, reboot")
     out += peer_to_peer(host, arches)
+    out += numa_balancing_findings(host, arches)
+    out += driver_findings(host, arches, target)
+    out += igpu_findings(host, arches)
     return Report(out, gpus, suggested, no_gpu)
+
+
+# ---- host tuning for Instinct/Radeon training (issue 31): each a function of its own, each failure with its fix
+
+# The integrated GPUs of AMD's Ryzen CPUs (LLVM AMDGPU processor table: Renoir/Cezanne, Rembrandt, Raphael/Granite
+# Ridge, Phoenix/Hawk Point, Strix Point, Strix Halo, Krackan). MI300A (gfx942) is an APU too, but a training target.
+INTEGRATED_GFX = ("gfx90c", "gfx1035", "gfx1036", "gfx1103", "gfx1150", "gfx1151", "gfx1152")
+
+
+def _instinct(host: HostFacts, arches: Mapping[str, Any]) -> bool:
+    return any(g.gfx in arches and str(arches[g.gfx].family).startswith("cdna") for g in host.gpus)
+
+
+def numa_balancing_findings(host: HostFacts, arches: Mapping[str, Any]) -> list[Finding]:
+    """AMD's MI300X system tuning: disable NUMA auto-balancing, whose page scans can stall GPU kernels until the
+    balancing pass ends (the GPU looks hung). Only multi-GPU Instinct hosts: where AMD's guidance applies."""
+    if len(host.gpus) < 2 or not _instinct(host, arches) or host.numa_balancing is None:
+        return []
+    if host.numa_balancing == 0:
+        return [Finding("ok", "NUMA auto-balancing off (/proc/sys/kernel/numa_balancing = 0)")]
+    return [Finding("warn", f"NUMA auto-balancing is on (/proc/sys/kernel/numa_balancing = {host.numa_balancing}): "
+                    "on a multi-GPU Instinct host the GPUs can stall until a balancing pass ends (AMD's MI300X "
+                    "system tuning: disable it)",
+                    "`sudo sysctl kernel.numa_balancing=0`; persist it: "
+                    "`echo kernel.numa_balancing=0 | sudo tee /etc/sysctl.d/90-rocm.conf`")]
+
+
+def driver_findings(host: HostFacts, arches: Mapping[str, Any], target: str | None) -> list[Finding]:
+    """The amdgpu driver beside the image's ROCm. ROCm's user space in the image talks to the host's KFD: AMD
+    validates each ROCm release against its own amdgpu-dkms driver (ROCm's compatibility matrix), and Instinct
+    installs require it; the inbox driver of a distribution kernel may lack what a newer ROCm asks for."""
+    if KFD not in host.devices or not host.gpus:
+        return []
+    a = arches.get(target) if target else None
+    rocm = getattr(a, "rocm", "") or "?"
+    if host.amdgpu_version:
+        return [Finding("info", f"amdgpu driver {host.amdgpu_version} (amdgpu-dkms); the {target} image runs ROCm {rocm}",
+                        f"check the pair in ROCm {rocm}'s compatibility matrix (rocm.docs.amd.com, "
+                        "\"Compatibility matrix\"); upgrade with the amdgpu-install of that release: "
+                        "`sudo amdgpu-install --usecase=dkms`")]
+    level = "warn" if _instinct(host, arches) else "info"
+    return [Finding(level, f"amdgpu is the kernel's inbox driver (no /sys/module/amdgpu/version): the {target or 'ROCm'} "
+                    f"image's ROCm {rocm} is validated with AMD's amdgpu-dkms driver"
+                    + (", which Instinct GPUs require" if level == "warn" else ""),
+                    f"install the amdgpu-dkms driver of ROCm {rocm}: `sudo amdgpu-install --usecase=dkms`, then reboot")]
+
+
+def igpu_findings(host: HostFacts, arches: Mapping[str, Any]) -> list[Finding]:
+    """An enabled Ryzen iGPU beside discrete GPUs: ROCm enumerates it with them, so a run without GPUS= may land on
+    it, and a container given all of /dev/dri gets it too. AMD (ROCm/TheRock discussion #8045) recommends hiding it."""
+    igpus = [g for g in host.gpus if g.gfx in INTEGRATED_GFX]
+    discrete = [g for g in host.gpus if g.gfx in arches and g.gfx not in INTEGRATED_GFX]
+    if not igpus or not discrete:
+        return []
+    which = ", ".join(f"GPU {g.index} ({g.gfx}{', ' + g.render_node if g.render_node else ''})" for g in igpus)
+    keep = ",".join(str(g.index) for g in discrete)
+    return [Finding("warn", f"the CPU's integrated GPU is enabled: {which}; ROCm lists it beside the "
+                    f"{discrete[0].gfx} GPUs and a run without GPUS= may use it",
+                    f"disable it in the BIOS/UEFI (Integrated Graphics: Disabled), or run with GPUS={keep}")]
 
 
 # RCCL's docs, "Enabling peer-to-peer transport" (github.com/ROCm/rccl README, docs/how-to/rccl-usage-tips.rst):

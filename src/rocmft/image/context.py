@@ -47,7 +47,9 @@ def kernel_members(plan: BuildPlan) -> list[tuple[str, Path | None]]:
 def members(plan: BuildPlan) -> list[tuple[str, Path | None]]:
     """(name in the context, host path) pairs; host path None = an empty folder entry."""
     root = Path(plan.context)
-    inside = CONTEXT_WHEELHOUSE.format(arch=plan.arch)
+    # The Dockerfile COPYs ${WHEELHOUSE}: a plan may name one folder for several arches (the rehearsal does, so
+    # that their dependency layers are shared).
+    inside = plan.buildargs.get("WHEELHOUSE") or CONTEXT_WHEELHOUSE.format(arch=plan.arch)
     out: list[tuple[str, Path | None]] = [(rel, root / rel) for rel in project_files(root, plan.dockerfile)]
     # The folder always exists (the Dockerfile COPYs it); it holds wheels only for offline builds.
     out += [("wheelhouse", None), (inside, None)]
@@ -69,6 +71,11 @@ def write(plan: BuildPlan, fileobj: IO[bytes] | None = None) -> IO[bytes]:
                 tar.addfile(info)
                 continue
             info = tar.gettarinfo(str(path), arcname=name)
+            if info.islnk():
+                # A file sent twice (a wheelhouse wheel that is also a kernel stage input) or hard-linked from
+                # another wheelhouse: tarfile makes the second entry a hard link, which the COPY of the other
+                # folder would not carry. Always send the bytes.
+                info.type, info.linkname, info.size = tarfile.REGTYPE, "", path.stat().st_size
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             if info.isdir():

@@ -53,10 +53,11 @@ def get_image(client, ref: str):
 
 def find_image(client, arch: str):
     """The local rocmft image for `arch` (`rocmft:<version>-<arch>`, else the moving `rocmft:<arch>`), or None.
-    Callers that run it should still compare `image_arch(image)` with the arch they want."""
+    Callers that run it should still compare `image_arch(image)` with the arch they want. An image of CI's
+    rehearsal (`ai.rocmft.rehearsal` = 1: a CPU torch standing in for ROCm's) is never returned, whatever its tag."""
     for tag in tags(arch):
         image = get_image(client, tag)
-        if image is not None:
+        if image is not None and image_labels(image).get(LABEL_PREFIX + "rehearsal") != "1":
             return image
     return None
 

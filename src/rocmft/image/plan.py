@@ -218,10 +218,13 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         "LIGER_KERNEL_LABEL": packages.get("liger-kernel", "none"),
         "BUILD_DEPS": " ".join(versions.build_deps),
         # The kernel stage's inputs (with BASE_IMAGE, FLASH_ATTN_VERSION, GPU_ARCHS, BUILD_DEPS, OFFLINE).
+        "KERNEL_TOOLS": " ".join(versions.kernel_tools),
         "KERNEL_BACKEND": spec.backend,
         "FLASH_ATTN_HEAD_DIMS": ",".join(map(str, dims)) if spec.compiles else "",
         "MAX_JOBS": str(jobs.value),
         "OFFLINE": "1" if offline else "0",
+        # 1 only in CI's rehearsal of a ROCm image on a CPU base (image/rehearsal.py), never in a rocmft:<arch> image.
+        "REHEARSAL": "0",
         "WHEELHOUSE": CONTEXT_WHEELHOUSE.format(arch=arch.name),
         "PROJECT_VERSION": versions.project,
         "GIT_COMMIT": commit,
@@ -246,6 +249,7 @@ def build_plan(arch: Arch, versions: Versions, commit: str, *, offline: bool, wh
         label_key("liger-kernel"): buildargs["LIGER_KERNEL_LABEL"],
         LABEL_PREFIX + "packages": buildargs["IMAGE_PACKAGES"],
         LABEL_PREFIX + "offline": buildargs["OFFLINE"],
+        LABEL_PREFIX + "rehearsal": buildargs["REHEARSAL"],
         # The Dockerfile runs the self-check before this label: an image that has it passed.
         LABEL_PREFIX + "selfcheck": "passed",
         LABEL_PREFIX + "commit": commit,

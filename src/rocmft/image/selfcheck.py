@@ -8,6 +8,9 @@ cpu: neither CUDA nor HIP), no `nvidia-*` package is installed, LLaMA-Factory an
 the pinned versions, every package of the arch table's list (--packages) is installed at its version and
 imports, and the GPU-only packages the list leaves out are absent. The report is written into the image;
 any failed check exits 1 and so fails the build.
+
+`--rehearsal 1` (CI's rehearsal of a ROCm image on a CPU base, image/rehearsal.py) runs every check, then marks
+those named in REHEARSAL_SKIPS as skipped, each with its reason and what the check found.
 """
 
 from __future__ import annotations
@@ -25,6 +28,17 @@ class Check:
     name: str
     ok: bool
     detail: str
+    skipped: str = ""  # the rehearsal's reason (the report shows `skip`, never `ok`)
+
+
+# The checks a ROCm image's rehearsal on a CPU base cannot pass, and why. Nothing else is ever skipped.
+REHEARSAL_SKIPS = {
+    "torch is a ROCm build": "a CPU torch stands in for the base image's ROCm torch (needs HIP)",
+    "flash-attn CK kernels": "the CK kernels (flash_attn_2_cuda) need HIP and a compile of hours: the Triton "
+                             "backend's pure-Python wheel stands in",
+    "torchvision imports": "no CPU torchvision wheel is reachable (PyPI's x86_64 one is a CUDA build): the rehearsal "
+                           "base holds only its metadata, where a ROCm base holds its own build",
+}
 
 
 def _public(version: str) -> str:
@@ -67,6 +81,10 @@ def parse_packages(words: str) -> dict[str, str]:
 def _module_for(package: str) -> str:
     if package in IMPORTS:
         return IMPORTS[package]
+    # A distribution may ship several top-level modules (matplotlib: mpl_toolkits too): its own name first.
+    own = package.replace("-", "_")
+    if any(d.lower().replace("_", "-") == package for d in metadata.packages_distributions().get(own, ())):
+        return own
     for module, dists in metadata.packages_distributions().items():
         if any(d.lower().replace("_", "-") == package for d in dists) and not module.startswith("_"):
             return module
@@ -97,11 +115,18 @@ def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: s
         if _public(have) != torch_version:
             return False, f"torch {have}, expected {torch_version}"
         if torch_from == "base":
-            return bool(torch.version.hip), f"torch {have}, HIP {torch.version.hip} (the base image's ROCm build)"
+            return True, f"torch {have}, HIP {torch.version.hip} (the base image's build)"
         ok = torch.version.hip is None and torch.version.cuda is None
         return ok, f"torch {have} (CPU build: cuda={torch.version.cuda}, hip={torch.version.hip})"
 
     checks.append(_attempt("torch", torch_check))
+    if torch_from == "base":
+        def rocm_check():
+            import torch
+
+            return bool(torch.version.hip), f"HIP {torch.version.hip}, CUDA {torch.version.cuda}"
+
+        checks.append(_attempt("torch is a ROCm build", rocm_check))
 
     nvidia = sorted(n for n in installed if n.startswith("nvidia-"))
     checks.append(Check("no nvidia packages", not nvidia, ", ".join(nvidia) or "none installed"))
@@ -131,7 +156,9 @@ def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: s
     if want_fa:
         checks.append(Check("flash-attn", have_fa == flash_attn_version,
                             f"{flash_attn} backend, flash-attn {have_fa or 'missing'} (expected {flash_attn_version})"))
-        checks.append(_attempt("flash-attn imports", lambda: _flash_attn_import(flash_attn)))
+        checks.append(_attempt("flash-attn imports", _flash_attn_import))
+        checks.append(_attempt(f"flash-attn {'CK' if flash_attn == 'ck' else 'Triton'} kernels",
+                               lambda: _flash_attn_kernels(flash_attn)))
     else:
         checks.append(Check("flash-attn", have_fa is None,
                             f"not built ({'FLASH_ATTN=skip' if flash_attn_mode == 'skip' else 'no backend for ' + arch})"
@@ -168,25 +195,37 @@ def run_checks(*, arch: str, python: str = "", torch_from: str, torch_version: s
     return checks
 
 
-def _flash_attn_import(backend: str) -> tuple[bool, str]:
-    """Import flash_attn the way transformers' flash_attention_2 path does, and say which kernels it bound.
+def _flash_attn_import() -> tuple[bool, str]:
+    """Import flash_attn the way transformers' flash_attention_2 path does.
 
     flash-attn 2.8.3 decides at import (flash_attn_interface.USE_TRITON_ROCM, from
     FLASH_ATTENTION_TRITON_AMD_ENABLE): a Triton build imported without it looks for flash_attn_2_cuda."""
     import os
 
     from flash_attn import flash_attn_func  # noqa: F401  (what transformers' flash_attention_2 imports)
+
+    env = os.environ.get("FLASH_ATTENTION_TRITON_AMD_ENABLE", "unset")
+    return True, f"flash_attn imported (FLASH_ATTENTION_TRITON_AMD_ENABLE={env})"
+
+
+def _flash_attn_kernels(backend: str) -> tuple[bool, str]:
+    """The kernels that import bound are the arch's backend's: Triton, or the compiled CK ones."""
     from flash_attn import flash_attn_interface as fai
 
     triton = bool(getattr(fai, "USE_TRITON_ROCM", False))
-    env = os.environ.get("FLASH_ATTENTION_TRITON_AMD_ENABLE", "unset")
-    ok = triton == (backend == "triton")
-    return ok, f"flash_attn imported, {'Triton' if triton else 'compiled'} kernels (FLASH_ATTENTION_TRITON_AMD_ENABLE={env})"
+    return triton == (backend == "triton"), f"{'Triton' if triton else 'compiled'} kernels bound (expected {backend})"
 
 
-def report(arch: str, checks: list[Check]) -> dict:
+def skip_for_rehearsal(checks: list[Check]) -> list[Check]:
+    """The rehearsal's view: each check named in REHEARSAL_SKIPS marked skipped (what it found kept in its detail)."""
+    return [Check(c.name, True, f"skipped in the rehearsal: {REHEARSAL_SKIPS[c.name]} (found: {c.detail})",
+                  REHEARSAL_SKIPS[c.name]) if c.name in REHEARSAL_SKIPS else c for c in checks]
+
+
+def report(arch: str, checks: list[Check], rehearsal: bool = False) -> dict:
     return {
         "arch": arch,
+        "rehearsal": rehearsal,
         "passed": all(c.ok for c in checks),
         "python": platform.python_version(),
         "checks": [asdict(c) for c in checks],
@@ -194,9 +233,11 @@ def report(arch: str, checks: list[Check]) -> dict:
 
 
 def render(data: dict) -> str:
-    lines = [f"rocmft image self-check ({data['arch']}, Python {data['python']}): "
+    what = "REHEARSAL on a CPU base, not a usable image; " if data.get("rehearsal") else ""
+    lines = [f"rocmft image self-check ({data['arch']}, {what}Python {data['python']}): "
              f"{'PASSED' if data['passed'] else 'FAILED'}"]
-    lines += [f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}" for c in data["checks"]]
+    lines += [f"  {'skip' if c.get('skipped') else 'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}"
+              for c in data["checks"]]
     return "\n".join(lines)
 
 
@@ -213,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flash-attn-mode", default="auto")
     parser.add_argument("--flash-attn-version", default="")
     parser.add_argument("--packages", default="", help="the arch table's list: `name==version ...`")
+    parser.add_argument("--rehearsal", choices=["0", "1"], default="0",
+                        help="1: CI's rehearsal on a CPU base: skip the checks of REHEARSAL_SKIPS, by name")
     parser.add_argument("--write", metavar="FILE", help="write the JSON report here")
     args = parser.parse_args(argv)
     if args.show:
@@ -227,7 +270,10 @@ def main(argv: list[str] | None = None) -> int:
                         llamafactory=args.llamafactory, deepspeed=args.deepspeed, flash_attn=args.flash_attn,
                         flash_attn_mode=args.flash_attn_mode, flash_attn_version=args.flash_attn_version,
                         packages=parse_packages(args.packages))
-    data = report(args.arch, checks)
+    rehearsal = args.rehearsal == "1"
+    if rehearsal:
+        checks = skip_for_rehearsal(checks)
+    data = report(args.arch, checks, rehearsal)
     if args.write:
         with open(args.write, "w") as handle:
             json.dump(data, handle, indent=1)

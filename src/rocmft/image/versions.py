@@ -29,6 +29,13 @@ IMAGE_PINS = {
 }
 # Build backends for the project and the sdists (a py3.12 venv has no setuptools; the lock has none).
 BUILD_DEPS = ("setuptools==84.2.1", "wheel==0.48.0")
+# What the kernel stage adds to BUILD_DEPS, at the lock's versions: flash-attn 2.8.3's setup.py `setup_requires`
+# (packaging, psutil, ninja), which --no-build-isolation never installs and setuptools would then fetch itself (an
+# offline build fails on psutil: seen in CI's rehearsal; a base that has them hid it). Without a `ninja` on PATH torch's
+# BuildExtension falls back to distutils, one source at a time, ignoring MAX_JOBS (flash-attn's README: "Without
+# ninja, compiling can take a very long time (2h)"; at ~1,390 CK sources, our estimate is ~11 h). Cost: two
+# small wheels (~0.6 MB) in the kernel stage's build venv, gone with it.
+KERNEL_TOOLS = ("ninja", "packaging", "psutil")
 
 
 def canonical(name: str) -> str:
@@ -59,6 +66,7 @@ class Versions:
     bitsandbytes: str = BITSANDBYTES_VERSION
     liger_kernel: str = LIGER_KERNEL_VERSION
     build_deps: tuple[str, ...] = BUILD_DEPS
+    kernel_tools: tuple[str, ...] = ()  # `name==version` of KERNEL_TOOLS, from the lock
 
 
 def lock_file() -> Path:
@@ -68,11 +76,11 @@ def lock_file() -> Path:
 def from_lock(path: Path | None = None) -> Versions:
     path = path or lock_file()
     pins = read_pins(path)
-    missing = [name for name in ("llamafactory", "deepspeed", "torch") if name not in pins]
+    missing = [name for name in ("llamafactory", "deepspeed", "torch", *KERNEL_TOOLS) if name not in pins]
     if missing:
         raise ProblemReport([
             Problem(str(path), name, "no `==` pin for it", "the image is built from the lock's exact pins")
             for name in missing
         ])
     return Versions(project=__version__, llamafactory=pins["llamafactory"], deepspeed=pins["deepspeed"],
-                    torch_cpu=pins["torch"])
+                    torch_cpu=pins["torch"], kernel_tools=tuple(f"{n}=={pins[n]}" for n in KERNEL_TOOLS))

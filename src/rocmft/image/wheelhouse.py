@@ -227,3 +227,16 @@ def check_python(arch: Arch, version: tuple[int, int] = sys.version_info[:2]) ->
                                      f"the {arch.name} wheelhouse must be made with Python {arch.python} "
                                      f"(the image's), this is Python {have}",
                                      "run it from the project's venv: make wheelhouse ARCH=" + arch.name)])
+
+
+def kernel_sources(folder: Path, versions: Versions) -> tuple[str, ...]:
+    """The files of a wheelhouse an offline kernel stage compiles from: the flash-attn sdist and the build tools
+    (BUILD_DEPS + KERNEL_TOOLS). Its context folder gets only these, never the whole wheelhouse."""
+    wanted = {"flash-attn": versions.flash_attn}
+    wanted.update({canonical(p.split("==")[0]): p.split("==")[1] for p in (*versions.build_deps, *versions.kernel_tools)})
+    found = []
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        parsed = parse_filename(path.name)
+        if parsed and wanted.get(parsed[0]) == parsed[1]:
+            found.append(str(path))
+    return tuple(found)

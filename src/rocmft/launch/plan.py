@@ -40,6 +40,9 @@ PASS_THROUGH = (
 # Not passed: TORCH_EXTENSIONS_DIR, MPLCONFIGDIR (the Makefile's). A local run inherits them with the rest of
 # the environment; a container gets caches of its own per image (docker/spec.py OWN_CACHES): compiled code
 # must never travel between a container and the host.
+
+# DeepSpeed presets whose optimizer step runs on the CPU (DeepSpeed's CPU Adam, OpenMP-parallel).
+CPU_OFFLOAD_PRESETS = ("zero3-offload-optimizer", "zero3-offload")
 # torchrun's default set plus SIGUSR1 (what Slurm's `--signal=B:USR1@<grace>` warning becomes).
 STOP_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 
@@ -119,8 +122,10 @@ def build(
     node_rank: str = "0",
     master_addr: str | None = None,
     master_port: str | None = None,
+    physical_cores: int | None = None,
 ) -> LaunchPlan:
-    """`node_rank`, `master_addr`, `master_port` may be shell placeholders (`$SLURM_NODEID`) for multi-node."""
+    """`node_rank`, `master_addr`, `master_port` may be shell placeholders (`$SLURM_NODEID`) for multi-node.
+    `physical_cores`: of the node the job runs on (host.physical_cores()), for the CPU-offload presets' threads."""
     nproc, nnodes = recipe.gpus_per_node, recipe.nodes
     if gpus is not None and arch.is_gpu and len(gpus) != nproc:
         raise ProblemReport([Problem("", "GPUS", f"{len(gpus)} GPUs selected but the recipe runs {nproc} per node",
@@ -148,6 +153,12 @@ def build(
     withheld = recipe_env.withheld(recipe.env, (*SECRET_ENV, *recipe.secrets))
     secrets = tuple(n for n in secrets if n not in withheld)
     unset = (*unset, *(n for n in withheld if n not in unset))
+    if arch.is_gpu and recipe.deepspeed in CPU_OFFLOAD_PRESETS and physical_cores:
+        # torchrun sets OMP_NUM_THREADS=1 for every rank unless it is set (torch/distributed/run.py), so DeepSpeed's
+        # CPU Adam would step each rank's share (~0.95 B parameters per rank for an 8B model on 8 GPUs) on one core.
+        # The node's physical cores split between its ranks (SMT siblings share a core's AVX units: no gain).
+        # Cost: the ranks' data loaders and tokenizers share those cores too. A recipe's `env:` overrides it.
+        env["OMP_NUM_THREADS"] = str(max(1, physical_cores // nproc))
     env.update(recipe.env)
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike

@@ -160,6 +160,9 @@ def test_find_image_prefers_the_versioned_tag():
     client = FakeClient({"rocmft:gfx942": moving})
     assert find_image(client, "gfx942") is moving and image_arch(moving) == "cpu"
     assert find_image(FakeClient({}), "gfx1100") is None
+    # CI's rehearsal image (a CPU torch inside), retagged as a usable one, is never found.
+    rehearsal = FakeImage({"ai.rocmft.arch": "gfx942", "ai.rocmft.rehearsal": "1"})
+    assert find_image(FakeClient({"rocmft:gfx942": rehearsal}), "gfx942") is None
 
 
 def test_offline_build_with_a_missing_base_never_pulls():
@@ -191,3 +194,24 @@ def test_image_info_lines():
                                             "org.opencontainers.image.base.name": "rocmft-base:cpu"})))
     assert "rocmft:cpu" in lines and "2.35 GB" in lines
     assert lines.index("arch") < lines.index("torch") and "rocmft-base:cpu" in lines
+
+
+def test_a_file_sent_twice_or_hard_linked_is_sent_as_bytes_each_time(tmp_path):
+    """The rehearsal's wheelhouse hard-links the cpu one, and the kernel stage's inputs are wheelhouse files too:
+    tarfile would make the second entry a hard link to the first, and `COPY kernels/` would then miss it."""
+    import os
+
+    other = tmp_path / "cpu"
+    other.mkdir()
+    (other / "setuptools-84.2.1-py3-none-any.whl").write_bytes(b"wheel bytes")
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    os.link(other / "setuptools-84.2.1-py3-none-any.whl", folder / "setuptools-84.2.1-py3-none-any.whl")
+    plan = build_plan(arches.table()["gfx1100"], VERSIONS, "c", offline=True, wheelhouse=str(folder),
+                      context=str(ROOT), kernel_sources=(str(folder / "setuptools-84.2.1-py3-none-any.whl"),))
+    with tarfile.open(fileobj=context.write(plan)) as tar:
+        entries = {m.name: m for m in tar.getmembers() if m.name.endswith("setuptools-84.2.1-py3-none-any.whl")}
+        assert set(entries) == {"wheelhouse/gfx1100/setuptools-84.2.1-py3-none-any.whl",
+                                "kernels/setuptools-84.2.1-py3-none-any.whl"}
+        for member in entries.values():
+            assert member.isreg() and tar.extractfile(member).read() == b"wheel bytes"

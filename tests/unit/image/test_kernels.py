@@ -24,8 +24,8 @@ DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()
 GIB = 1024 ** 3
 # The only ARGs the kernel stage may declare: the kernel, the arch, the head dims, the build tools, and
 # two options that do not change the wheel. Anything more would be a hidden input of its cache key.
-KERNEL_ARGS = {"KERNEL_BACKEND", "FLASH_ATTN_VERSION", "GPU_ARCHS", "FLASH_ATTN_HEAD_DIMS", "BUILD_DEPS", "MAX_JOBS",
-               "OFFLINE"}
+KERNEL_ARGS = {"KERNEL_BACKEND", "FLASH_ATTN_VERSION", "GPU_ARCHS", "FLASH_ATTN_HEAD_DIMS", "BUILD_DEPS", "KERNEL_TOOLS",
+               "MAX_JOBS", "OFFLINE"}
 
 
 def stages(text: str) -> dict[str, list[str]]:

@@ -17,7 +17,8 @@ from rocmft.image.versions import Versions, from_lock, read_pins
 ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()
 VERSIONS = Versions(project="0.1.0", llamafactory="0.9.5", deepspeed="0.19.8", torch_cpu="2.13.0",
-                    flash_attn="2.8.3.post2", bitsandbytes="0.50.2", build_deps=("setuptools==84.2.1", "wheel==0.48.0"))
+                    flash_attn="2.8.3.post2", bitsandbytes="0.50.2", build_deps=("setuptools==84.2.1", "wheel==0.48.0"),
+                    kernel_tools=("ninja==1.13.2", "packaging==26.4", "psutil==7.2.2"))
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 ROCM_BASE = arches.table()["gfx942"].base_image
 
@@ -53,12 +54,15 @@ def test_gfx942_plan_is_pinned():
         "PACKAGES_NO_DEPS": "liger-kernel==0.8.2",
         "LIGER_KERNEL_LABEL": "0.8.2",
         "KERNEL_BACKEND": "ck",
+        # ninja + packaging for the kernel stage's compile (without ninja: one source at a time, ~11 h)
+        "KERNEL_TOOLS": "ninja==1.13.2 packaging==26.4 psutil==7.2.2",
         "LLAMAFACTORY_VERSION": "0.9.5",
         "MAX_JOBS": "1",
         "OFFLINE": "0",
         "PROJECT_VERSION": "0.1.0",
         "PYTHON_VERSION": "3.12",
         "PYTORCH_ROCM_ARCH": "gfx942",
+        "REHEARSAL": "0",  # 1 only in CI's rehearsal on a CPU base (never tagged rocmft:<arch>)
         "ROCM_VERSION": "7.2.4",
         "TORCH_FROM": "base",
         "TORCH_VERSION": "2.10.0",
@@ -71,6 +75,7 @@ def test_gfx942_plan_is_pinned():
     assert plan.labels[LABEL_PREFIX + "flash_attn"] == "ck-2.8.3.post2 (gfx942)"
     assert plan.labels[LABEL_PREFIX + "liger_kernel"] == "0.8.2"
     assert plan.labels[LABEL_PREFIX + "packages"] == plan.buildargs["IMAGE_PACKAGES"]
+    assert plan.labels[LABEL_PREFIX + "rehearsal"] == "0"
     assert plan.labels["org.opencontainers.image.revision"] == COMMIT
 
 

@@ -84,9 +84,9 @@ def test_fake_rocm_stack_triton_flash_attn_imported_without_its_runtime_variable
     install_fake_rocm_stack(monkeypatch, fa_triton=False)
     fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "torch": "2.10.0"})
     rdna = {**ROCM, "arch": "gfx1100", "flash_attn": "triton"}
-    assert not by_name(selfcheck.run_checks(**rdna))["flash-attn imports"].ok
+    assert not by_name(selfcheck.run_checks(**rdna))["flash-attn Triton kernels"].ok
     install_fake_rocm_stack(monkeypatch, fa_triton=True)
-    check = by_name(selfcheck.run_checks(**rdna))["flash-attn imports"]
+    check = by_name(selfcheck.run_checks(**rdna))["flash-attn Triton kernels"]
     assert check.ok and "Triton" in check.detail
 
 
@@ -94,7 +94,7 @@ def test_fake_cuda_torch_on_a_rocm_image_fails(monkeypatch):
     install_fake_rocm_stack(monkeypatch, torch_version="2.10.0+cu128", hip=None, cuda="12.8")
     fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "nvidia-cublas-cu12": "12.8"})
     checks = by_name(selfcheck.run_checks(**ROCM))
-    assert not checks["torch"].ok
+    assert not checks["torch is a ROCm build"].ok and checks["torch is a ROCm build"].skipped == ""
     assert not checks["no nvidia packages"].ok and "nvidia-cublas-cu12" in checks["no nvidia packages"].detail
 
 
@@ -126,6 +126,8 @@ def test_real_cpu_stack_passes_with_every_import():
                           "bitsandbytes", "liger-kernel", "torchaudio imports", "torchvision removed",
                           *listed, *(f"{n} imports" for n in listed)}
     assert found["rouge-chinese imports"].detail == "import rouge_chinese"
+    # matplotlib's distribution also ships mpl_toolkits: the check imports the package itself
+    assert found["matplotlib imports"].detail == "import matplotlib"
     assert "CPU build: cuda=None, hip=None" in found["torch"].detail
     assert "accelerator cpu" in found["deepspeed imports"].detail
 
@@ -215,3 +217,26 @@ def test_fake_rocm_stack_without_torchvision_fails(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchvision", None)
     checks = by_name(selfcheck.run_checks(**ROCM))
     assert not checks["torchvision imports"].ok and checks["torchaudio imports"].ok
+
+
+def test_fake_cuda_torch_rehearsal_skips_only_the_named_hip_checks(monkeypatch):
+    """The rehearsal (REHEARSAL=1) marks exactly REHEARSAL_SKIPS as skipped, keeps what they found, and still
+    fails on anything else: here the nvidia packages a CUDA stack brings."""
+    install_fake_rocm_stack(monkeypatch, torch_version="2.10.0+cpu", hip=None, fa_triton=True)
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2", "nvidia-cublas-cu12": "12.8"})
+    checks = selfcheck.skip_for_rehearsal(selfcheck.run_checks(**ROCM))
+    skipped = {c.name for c in checks if c.skipped}
+    assert skipped == {"torch is a ROCm build", "flash-attn CK kernels", "torchvision imports"}
+    assert "found: HIP None" in by_name(checks)["torch is a ROCm build"].detail
+    data = selfcheck.report("gfx942", checks, rehearsal=True)
+    assert not data["passed"]  # the nvidia package still fails it
+    text = selfcheck.render(data)
+    assert "REHEARSAL on a CPU base, not a usable image" in text and "  skip torch is a ROCm build" in text
+    assert set(selfcheck.REHEARSAL_SKIPS) == skipped
+
+
+def test_without_rehearsal_nothing_is_skipped(monkeypatch):
+    install_fake_rocm_stack(monkeypatch, torch_version="2.10.0+cpu", hip=None)
+    fake_installed_dists(monkeypatch, {"flash-attn": "2.8.3.post2", "bitsandbytes": "0.50.2"})
+    checks = selfcheck.run_checks(**ROCM)
+    assert not any(c.skipped for c in checks) and not by_name(checks)["torch is a ROCm build"].ok

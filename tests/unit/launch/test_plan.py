@@ -174,3 +174,21 @@ def test_local_runtime_on_an_igpu_host_hides_the_igpu_by_rocr_index():
     assert plan.env["ROCR_VISIBLE_DEVICES"] == "1"
     assert lp.arch_selection(gfx1100, (GPU(0, "gfx1100"), GPU(1, "gfx1100")), 1) is None
     assert lp.arch_selection(arches.table()["cpu"], mixed, 1) is None
+
+
+def test_cpu_offload_gives_each_rank_its_share_of_the_physical_cores():
+    # torchrun sets OMP_NUM_THREADS=1 when it is unset: DeepSpeed's CPU Adam would step on one core per rank.
+    p = build("qwen2.5-7b-z3-offload", physical_cores=96)
+    assert p.env["OMP_NUM_THREADS"] == str(96 // p.nproc_per_node)
+    assert build("qwen2.5-7b-z3-offload", physical_cores=4, overrides=["gpus_per_node=8"]).env["OMP_NUM_THREADS"] == "1"
+    # Not offloading, or no core count: torchrun's own default stays.
+    assert "OMP_NUM_THREADS" not in build("llama3-8b-z3", physical_cores=96).env
+    assert "OMP_NUM_THREADS" not in build("qwen2.5-7b-z3-offload").env
+    # The recipe's own env wins.
+    assert build("qwen2.5-7b-z3-offload", ["env.OMP_NUM_THREADS=3"], physical_cores=96).env["OMP_NUM_THREADS"] == "3"
+
+
+def test_hsa_no_scratch_reclaim_on_cdna3_and_cdna4_only():
+    assert build("llama3-8b-z3").env["HSA_NO_SCRATCH_RECLAIM"] == "1"
+    assert A["gfx950"].env["HSA_NO_SCRATCH_RECLAIM"] == "1"
+    assert "HSA_NO_SCRATCH_RECLAIM" not in A["gfx1100"].env and "HSA_NO_SCRATCH_RECLAIM" not in A["gfx90a"].env

@@ -83,6 +83,7 @@ RUN_DIR={root}/runs/test-slurm-pinned
 # The job's environment, from the launch plan (plan.json). Secrets are never written here:
 # HF_TOKEN: passed from the submitting shell (sbatch --export=ALL).
 export HIP_FORCE_DEV_KERNARG=1
+export HSA_NO_SCRATCH_RECLAIM=1
 export NCCL_IB_GID_INDEX=3
 export NCCL_SOCKET_IFNAME=ens50f0
 export OPTIM_TORCH=0
