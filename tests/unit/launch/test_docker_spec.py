@@ -91,7 +91,8 @@ def test_spec_gfx942_8gpu_plan_as_data():
         environment={
             "HF_HOME": "/data/hf", "HOME": f"{ROOT}/.cache/container-home",
             # the gfx942 entry of docker/arches.yaml
-            "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "NCCL_MIN_NCHANNELS": "112",
+            "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "HSA_NO_SCRATCH_RECLAIM": "1",
+            "NCCL_MIN_NCHANNELS": "112",
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
