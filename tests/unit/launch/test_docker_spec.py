@@ -268,6 +268,11 @@ def test_shell_writes_every_run_dir_and_a_server_none():
                                mi300x_node(runs_dir="/scratch/runs"), image="i", training=False)
     assert writable(server) == [*caches, HOME_MOUNT.source] and server.ipc_mode is None
     assert ("/scratch/runs", True) in [(m.source, m.read_only) for m in server.mounts]  # adapters stay readable
+    # a shell with the runs dir outside the project: one mount of it, writable (Docker refuses a duplicate)
+    outside = rt.container_spec(lp.shell(A["gfx942"], CALLER, None), A["gfx942"], mi300x_node(runs_dir="/scratch/runs"),
+                                image="i")
+    sources = [m.source for m in outside.mounts]
+    assert len(sources) == len(set(sources)) and "/scratch/runs" in writable(outside)
 
 
 def test_missing_mount_source_is_a_problem(tmp_path):

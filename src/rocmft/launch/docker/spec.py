@@ -179,7 +179,9 @@ def container_spec(
                                 kind=kind))
 
     runs_dir = posixpath.normpath(host.runs_dir) if host.runs_dir else posixpath.join(root, "runs")
-    if not covered(runs_dir, rw=False):  # other runs stay readable (RESUME=, the adapter a server loads)
+    if not run_dir and training:
+        writable_dir(runs_dir, "run dirs: what a shell may train into")
+    elif not covered(runs_dir, rw=False):  # other runs stay readable (RESUME=, the adapter a server loads)
         mounts.append(Mount(runs_dir, runs_dir, read_only=True, create=True,
                             why="run dirs (ROCMFT_RUNS is outside the project), read-only"))
     if run_dir:
@@ -190,8 +192,6 @@ def container_spec(
                                 made_by_launch=True, why="this run's directory, read-only: the host's files"))
         writable_dir(posixpath.join(run_dir, JOB_DIR), f"this run's {JOB_DIR}/: all the job writes",
                      made_by_launch=True)
-    elif training:
-        writable_dir(runs_dir, "run dirs: what a shell may train into")
     # HF: the hub and datasets caches of HF_HOME, not HF_HOME itself: its `token` and `stored_tokens` stay
     # out, and modules/ (remote code the host imports) is the container's own. An offline job only reads the
     # hub cache: read-only then, so it cannot rewrite the model code a later run loads.
