@@ -54,12 +54,14 @@ def test_make_train_docker_dry_run_prints_the_container_with_no_daemon_and_no_gp
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     for part in ("image: rocmft:", "devices: /dev/kfd", "groups:", "environment:", "HIP_FORCE_DEV_KERNARG=1",
+                 "HSA_NO_SCRATCH_RECLAIM=1",
                  "ROCMFT_ARCHES=gfx942", "mounts:", f"{ROOT} -> {ROOT} (ro)", "argv: python -m torch.distributed.run",
                  "--nproc_per_node 8", "as a docker run line: docker run --rm --pull=never",
                  "on THIS host a launch would stop here"):
         assert part in out, part
     run_dir = only_run_dir(tmp_path, marker)
-    assert sorted(p.name for p in run_dir.iterdir()) == ["container.json", "ds_config.json", "plan.json",
+    # the run dir and its job folder (output/, what a container may write: docs/security.md), nothing started
+    assert sorted(p.name for p in run_dir.iterdir()) == ["container.json", "ds_config.json", "output", "plan.json",
                                                          "recipe.resolved.yaml", "status.json", "train.yaml",
                                                          "versions.json"]
 
