@@ -82,7 +82,13 @@ def wheelhouse_plan(arch: Arch, versions: Versions, folder: Path, *, lock: Path,
         # The cpu image's Python is the host's (3.11): resolve the lock for real.
         cmd = (*pip, "--no-build-isolation", "-c", str(lock), f"torch=={versions.torch_cpu}", *versions.build_deps,
                "-r", str(train), f"deepspeed=={versions.deepspeed}")
-        return WheelhousePlan(arch.name, str(folder), arch.python or "", (cmd,), MappingProxyType(env),
+        # The table's packages the lock cannot hold (bitsandbytes: --no-deps beside the CPU torch, whose
+        # dependency resolution would pull a CUDA torch; requirements/no-deps.txt): their own wheels only.
+        locked = set(read_pins(lock))
+        extra = tuple(p for p in required if canonical(p.split("==")[0]) not in locked
+                      and p not in versions.build_deps and not p.startswith("torch=="))
+        commands = (cmd, (*pip, "--no-deps", *extra)) if extra else (cmd,)
+        return WheelhousePlan(arch.name, str(folder), arch.python or "", commands, MappingProxyType(env),
                               tuple(required), CUDA_PREFIXES)
     dev_names = set(read_pins(dev)) if dev and dev.is_file() else set()
     pins = [f"{name}=={version}" for name, version in read_pins(lock).items()

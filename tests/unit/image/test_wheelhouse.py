@@ -25,7 +25,9 @@ def plan_for(name: str, folder: Path, **kw) -> wheelhouse.WheelhousePlan:
 
 def test_cpu_plan_resolves_the_lock_with_the_cpu_torch(tmp_path):
     plan = plan_for("cpu", tmp_path)
-    (cmd,) = plan.commands
+    cmd, extra = plan.commands
+    # the table's cpu package the lock cannot hold: its own wheel, never its requirements (a CUDA torch)
+    assert extra[-2:] == ("--no-deps", "bitsandbytes==0.50.2")
     assert cmd[:4] == ("python3", "-m", "pip", "download")
     assert "--no-build-isolation" in cmd  # the deepspeed sdist would otherwise pull a CUDA torch
     assert cmd[cmd.index("-c") + 1] == str(REQ / "lock.txt")
