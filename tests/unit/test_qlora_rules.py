@@ -72,7 +72,7 @@ def test_rules_llamafactorys_parser_checks_itself_are_not_reported_twice():
 def _lf_source(*parts: str) -> str:
     spec = importlib.util.find_spec("llamafactory")
     if spec is None:
-        pytest.skip("LLaMA-Factory is not installed in this venv (make setup)")
+        pytest.skip(reason="LLaMA-Factory is not installed in this venv (make setup)")
     return Path(spec.origin).parent.joinpath(*parts).read_text()
 
 
@@ -108,7 +108,7 @@ def test_validation_of_a_rendered_zero3_recipe_reports_8bit_once_in_llamafactory
     from rocmft import validate
 
     if importlib.util.find_spec("llamafactory") is None:
-        pytest.skip("LLaMA-Factory is not installed in this venv (make setup)")
+        pytest.skip(reason="LLaMA-Factory is not installed in this venv (make setup)")
     out = render.render(recipes.load("llama3-8b-z3", ["quantization_bit=8"]), "runs/x")
     found = validate.check_stack(out.args, out.ds_config, "gfx942", 8, "train.yaml", "ds.json")
     errors = [p.line() for p in found if p.severity == "error"]

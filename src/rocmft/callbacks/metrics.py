@@ -168,8 +168,9 @@ def local_peaks(cuda: bool) -> tuple[float, float, float]:
     return float(torch.cuda.max_memory_allocated()), float(torch.cuda.max_memory_reserved()), rss
 
 
-def max_over_ranks(values: list[float]) -> tuple[list[float], str]:
-    """Each value's maximum over all ranks (every rank must call this: it is a collective), and what it covers."""
+def over_ranks(values: list[float], op: str = "max") -> tuple[list[float], str]:
+    """Each value's maximum (or sum) over all ranks (every rank must call this: it is a collective), and what it
+    covers."""
     try:
         import torch
         import torch.distributed as dist
@@ -180,22 +181,14 @@ def max_over_ranks(values: list[float]) -> tuple[list[float], str]:
         if dist.get_backend() == "nccl" and torch.cuda.is_available():
             device = f"cuda:{torch.cuda.current_device()}"
         tensor = torch.tensor(values, dtype=torch.float64, device=device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-        return [float(v) for v in tensor.cpu().tolist()], f"max over {dist.get_world_size()} ranks"
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+        return [float(v) for v in tensor.cpu().tolist()], f"{op} over {dist.get_world_size()} ranks"
     except Exception as exc:  # noqa: BLE001 - a failed collective must not fail the run; the record says what it holds
         return values, f"rank 0 only ({type(exc).__name__}: {exc})"
 
 
-def _sum_over_ranks(values: list[float]) -> tuple[list[float], str]:
-    import torch
-    import torch.distributed as dist
-
-    device = "cpu"
-    if dist.get_backend() == "nccl" and torch.cuda.is_available():
-        device = f"cuda:{torch.cuda.current_device()}"
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return [float(v) for v in tensor.cpu().tolist()], f"sum over {dist.get_world_size()} ranks"
+def max_over_ranks(values: list[float]) -> tuple[list[float], str]:
+    return over_ranks(values, "max")
 
 
 class MetricsCallback(TrainerCallback):
@@ -315,15 +308,8 @@ class MetricsCallback(TrainerCallback):
             return None
         before = self.steps[warmup - 1]["real_tokens"] if warmup > 0 else 0
         local = float(self.steps[-1]["real_tokens"] - before)
-        try:
-            import torch.distributed as dist
-
-            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                (total,), _ = _sum_over_ranks([local])
-                return total
-        except Exception:  # noqa: BLE001 - a failed collective leaves the figure out, never fails the run
-            return None
-        return local
+        (total,), scope = over_ranks([local], "sum")
+        return None if scope.startswith("rank 0 only") else total
 
     def _device(self) -> str:
         if self._cuda:
