@@ -14,15 +14,28 @@ import pytest
 
 from tests.conftest import PYTHON, ROOT
 
-NO_SBATCH_PATH = "/usr/bin:/bin"
+SYSTEM_PATH = ("/usr/bin", "/bin")
+SLURM_COMMANDS = {"sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "salloc", "sacct"}
+
+
+def path_without_slurm(tmp_path: Path) -> str:
+    """A PATH holding the system's programs but none of Slurm's: a login node without Slurm, even on a
+    machine where CI installed it (scripts/ci/slurm-up.sh puts sbatch in /usr/bin)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in SYSTEM_PATH:
+        for program in Path(folder).iterdir():
+            if program.name not in SLURM_COMMANDS and not (bin_dir / program.name).exists():
+                (bin_dir / program.name).symlink_to(program)
+    assert not (bin_dir / "sbatch").exists() and (bin_dir / "make").exists()
+    return str(bin_dir)
 
 
 def bare_host_env(tmp_path: Path) -> dict[str, str]:
-    assert not any(Path(d, "sbatch").exists() for d in NO_SBATCH_PATH.split(":")), "this PATH must hold no sbatch"
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "HF_HOME", "ROCR_VISIBLE_DEVICES")}
-    env.update(DOCKER_HOST=f"unix://{tmp_path}/no-daemon.sock", PATH=NO_SBATCH_PATH, HOME=str(home),
+    env.update(DOCKER_HOST=f"unix://{tmp_path}/no-daemon.sock", PATH=path_without_slurm(tmp_path), HOME=str(home),
                ROCMFT_RUNS=str(tmp_path / "runs"), HF_HUB_OFFLINE="1")
     return env
 
