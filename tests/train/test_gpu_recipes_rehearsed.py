@@ -30,6 +30,8 @@ What only a GPU can show (docs/gpu.md): the kernels themselves (flash-attn CK/Tr
 
 from __future__ import annotations
 
+import os
+
 import contextlib
 import importlib.metadata
 import json
@@ -43,6 +45,16 @@ from rocmft.validate import packages
 from tests.conftest import ROOT, offline_env
 
 pytestmark = pytest.mark.train
+
+
+@pytest.fixture(autouse=True)
+def _environ_as_found():
+    """LLaMA-Factory's argument parser, run here in-process as the container runs it, sets WANDB_PROJECT in its
+    process (hparams/parser.py): put the environment back, so the next test starts from the same one."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 GPU_RECIPES = ("llama3-8b-z3", "llama3-8b-lora", "llama3-8b-full-z3", "qwen2.5-7b-lora-7900xtx",
                "qwen2.5-7b-z3-offload", "llama3-8b-dpo-z3", "qwen2.5-7b-dpo-7900xtx", "llama3-8b-pt-z3")
