@@ -30,11 +30,10 @@ What only a GPU can show (docs/gpu.md): the kernels themselves (flash-attn CK/Tr
 
 from __future__ import annotations
 
-import os
-
 import contextlib
 import importlib.metadata
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -55,6 +54,7 @@ def _environ_as_found():
     yield
     os.environ.clear()
     os.environ.update(saved)
+
 
 GPU_RECIPES = ("llama3-8b-z3", "llama3-8b-lora", "llama3-8b-full-z3", "qwen2.5-7b-lora-7900xtx",
                "qwen2.5-7b-z3-offload", "llama3-8b-dpo-z3", "qwen2.5-7b-dpo-7900xtx", "llama3-8b-pt-z3")
