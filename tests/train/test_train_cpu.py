@@ -248,5 +248,5 @@ def test_rendered_yaml_runs_with_plain_llamafactory_cli_and_our_callbacks_change
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (run / "output" / "adapter_model.safetensors").is_file()
-    assert not (run / "progress.jsonl").exists() and (trained_run.path / "progress.jsonl").is_file()  # no callback ran
+    assert not (run / "output" / "progress.jsonl").exists() and (trained_run.path / "output" / "progress.jsonl").is_file()  # no callback ran
     assert losses(run) == pytest.approx(trained_run.losses(), rel=1e-5) and losses(run) != []
