@@ -13,25 +13,15 @@ import pytest
 
 from rocmft import arches
 from rocmft.image import docker_api, find_image, rehearsal
-from rocmft.image.docker_api import daemon_configured
 from rocmft.image.selfcheck import REHEARSAL_SKIPS
 from rocmft.image.versions import from_lock
-from rocmft.problems import ProblemReport
+from tests.docker.test_image import client  # noqa: F401 - the one daemon fixture of the image tests
 
 pytestmark = pytest.mark.docker
 
 BUILD_HINT = "build them first: make wheelhouse ARCH=cpu; make rehearsal"
 
 
-@pytest.fixture(scope="module")
-def client():
-    if not daemon_configured():
-        pytest.skip(reason="no Docker daemon configured (DOCKER_HOST unset, no /var/run/docker.sock): "
-                    "eval \"$(scripts/ci/dockerd-up.sh)\" to run these")
-    try:
-        return docker_api.connect()
-    except ProblemReport as report:
-        pytest.fail(f"a Docker daemon is configured but not reachable: {report}")
 
 
 @pytest.fixture(scope="module", params=rehearsal.ARCHES)
