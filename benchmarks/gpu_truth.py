@@ -70,6 +70,9 @@ GPU_MATRIX = (
     Config("lora-neat-recompute", "llama3-8b-lora", ("disable_gradient_checkpointing=false",),
            "gradient checkpointing on"),
     Config("lora-neat-z3", "llama3-8b-z3", ("gpus_per_node=1",), "DeepSpeed ZeRO-3 on one process"),
+    # why lora-neat-z3 measured 1.37x its planned memory: is Liger's fused loss in effect under ZeRO-3?
+    Config("lora-neat-z3-noliger", "llama3-8b-z3", ("gpus_per_node=1", "enable_liger_kernel=false"),
+           "ZeRO-3, Liger off: the memory lora-neat-z3 would have without Liger's fused loss"),
     # Liger named: the recipe no longer enables it (ZeRO-3 + a trainable lm_head, rocmft.rules); without ZeRO-3 it is safe
     Config("full-neat-purebf16", "llama3-8b-full-z3",
            ("gpus_per_node=1", "deepspeed=none", "pure_bf16=true", "enable_liger_kernel=true"),
