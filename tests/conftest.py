@@ -238,9 +238,10 @@ def pytest_make_collect_report(collector):
 # torch's inductor cache folder, written into os.environ the first time torch looks it up (an optimizer's first
 # step), with the default every child process computes for itself; and `import deepspeed`'s
 # os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1"), which every process importing DeepSpeed sets too;
-# scikit-learn's and joblib's setdefault("KMP_INIT_AT_FORK", "FALSE") at import (an intel-openmp workaround;
-# lm-evaluation-harness brings scikit-learn, and transformers imports it when it is installed).
-_NOT_OURS = ("PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "PYTORCH_NVML_BASED_CUDA_CHECK", "KMP_INIT_AT_FORK")
+# scikit-learn's (joblib's, threadpoolctl's) setdefault of KMP_INIT_AT_FORK and KMP_DUPLICATE_LIB_OK at import
+# (intel-openmp workarounds; lm-evaluation-harness brings scikit-learn, and transformers imports it when there).
+_NOT_OURS = ("PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "PYTORCH_NVML_BASED_CUDA_CHECK", "KMP_INIT_AT_FORK",
+             "KMP_DUPLICATE_LIB_OK")
 
 
 def _signal_name(sig: int) -> str:
