@@ -471,6 +471,7 @@ def test_callback_rocm_branch_plumbing_with_torch_cuda_faked(tmp_path, monkeypat
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append("sync"))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 40 * 1024 ** 3)
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: 44 * 1024 ** 3)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 16 * 1024 ** 3)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "AMD Instinct MI300X")
     monkeypatch.setenv("ROCMFT_METRICS_TOKENS", "all")
@@ -480,7 +481,8 @@ def test_callback_rocm_branch_plumbing_with_torch_cuda_faked(tmp_path, monkeypat
     assert calls.count("sync") >= 7  # train begin + begin/end of each step
     assert data["device"] == "AMD Instinct MI300X"
     assert data["peak_memory"] == {"kind": "gpu", "allocated_gib": 40.0, "reserved_gib": 44.0,
-                                   "rss_gib": data["peak_memory"]["rss_gib"], "scope": "this process"}
+                                   "rss_gib": data["peak_memory"]["rss_gib"], "scope": "this process",
+                                   "at_train_begin_gib": 16.0, "parameters": {}}  # _drive hands no model
     assert data["tokens_per_s_per_gpu"] == pytest.approx(8192 / 1.5 / 8)
     assert bench.peak_memory_gib(data) == 44.0
 
