@@ -77,7 +77,8 @@ rm -f "$site"/torchaudio/lib/*.so
 # beside it is safe. Measured on 2 cores: the check's ~36 s (DeepSpeed's build, then one process) -> ~23 s
 # (docs/development.md, "Where a fresh clone's make demo spends its time").
 check_dir=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$check_dir"' EXIT  # a check still running when setup stops
+# A check still running when setup stops is stopped (errexit holds in the trap: `kill` of no job would end it).
+trap 'running=$(jobs -p); [[ -z $running ]] || kill $running 2>/dev/null || true; rm -rf "$check_dir"' EXIT
 stack_check() {
   env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" - "$1" "$where" "$CPU_INDEX" >"$check_dir/$1" 2>&1 <<'PY'
 import importlib.metadata as md
