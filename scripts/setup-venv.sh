@@ -74,8 +74,9 @@ rm -f "$site"/torchaudio/lib/*.so
 # process's work), so it runs as two processes at once: "train" (torch, transformers, LLaMA-Factory) starts now,
 # while uv builds DeepSpeed, and "extras" (DeepSpeed, bitsandbytes) once DeepSpeed is in. "train" never imports
 # the deepspeed package (transformers and accelerate only look for it when a config names it), so the install
-# beside it is safe. Measured on 2 cores: the check's ~36 s (DeepSpeed's build, then one process) -> ~23 s
-# (docs/development.md, "Where a fresh clone's make demo spends its time").
+# beside it is safe. Measured on 2 shared cores: this part of `make setup` (uv's stack install, DeepSpeed's build,
+# the check) 42-47 s -> 28-30 s when the second core is free; nothing gained on a busy machine (docs/development.md,
+# "Where a fresh clone's make demo spends its time").
 check_dir=$(mktemp -d)
 # A check still running when setup stops is stopped (errexit holds in the trap: `kill` of no job would end it).
 trap 'running=$(jobs -p); [[ -z $running ]] || kill $running 2>/dev/null || true; rm -rf "$check_dir"' EXIT
