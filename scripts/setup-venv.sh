@@ -56,15 +56,6 @@ uv_install "torch==$torch" setuptools wheel -r requirements/train.txt -r require
 # bitsandbytes (QLoRA) and the like: their own requirements are met above; resolving them again could swap the
 # CPU torch for PyPI's CUDA build (requirements/no-deps.txt).
 uv_install --no-deps -r requirements/no-deps.txt
-# DeepSpeed is an sdist: build isolation would fetch a CUDA torch to build it against. Its CPU ops
-# (shm comm, cpu_adam) are JIT-compiled on first use into TORCH_EXTENSIONS_DIR (.cache/), not here,
-# so `make demo` never waits for a compiler.
-# 0.19.8 is above LLaMA-Factory 0.9.5's tested cap (its requirements/deepspeed.txt, a file of its repo: its wheel's
-# metadata has no DeepSpeed bound, and hparams/parser.py only checks that DeepSpeed is installed).
-# Kept, on measured evidence with exactly this stack (LLaMA-Factory 0.9.5, transformers 5.6.0, accelerate 1.11.0):
-# results/gpu_truth-nvidia-h200.csv trained llama3-8b-z3 (ZeRO-3 LoRA) and llama3-8b-full-z3 (ZeRO-3 full), 6 steps on one H200,
-# with DeepSpeed 0.19.8 (status ok), and CI trains ZeRO-2/ZeRO-3 on CPU with it (tests/train/test_train_cpu.py).
-uv_install --no-build-isolation "deepspeed==$(pin deepspeed)"
 # PyPI's torchvision/torchaudio for x86_64 are CUDA builds that do not load beside the CPU torch:
 # - torchvision, when present, breaks `import transformers` ("operator torchvision::nms does not exist");
 #   absent, transformers treats it as optional. LLaMA-Factory only needs it for image inputs.
@@ -76,26 +67,66 @@ rm -f "$site"/torchaudio/lib/*.so
 # Fail here, not in the first training run, if the stack does not import or is not the CPU build.
 # (DeepSpeed logs on every import that it found no accelerator, to stdout: only the check's own lines shown)
 # The check imports what every rocmft process imports (validation: LLaMA-Factory's parser, DeepSpeed's config;
-# training: run_exp) with bytecode writing on, so their ~4,000 modules are compiled once, here: uv installs
+# training: run_exp) with bytecode writing on, so their ~5,000 modules are compiled once, here: uv installs
 # none, and where PYTHONDONTWRITEBYTECODE=1 (CI, many shells) each process would compile them from source
 # again (`rocmft validate` of a plain file: ~20 s of CPU -> ~8 s on 2 cores; benchmarks/validate_speed.py).
-check_log=$(mktemp)
-trap 'rm -f "$check_log"' EXIT
-env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" - "$where" "$CPU_INDEX" >"$check_log" 2>&1 <<'PY' || { grep -v real_accelerator "$check_log" | tail -20 >&2; exit 1; }
+# It is the largest part of a fresh clone's `make demo` (~30 s of ~50 s of setup, one core: compiling is one
+# process's work), so it runs as two processes at once: "train" (torch, transformers, LLaMA-Factory) starts now,
+# while uv builds DeepSpeed, and "extras" (DeepSpeed, bitsandbytes) once DeepSpeed is in. "train" never imports
+# the deepspeed package (transformers and accelerate only look for it when a config names it), so the install
+# beside it is safe. Measured on 2 shared cores: this part of `make setup` (uv's stack install, DeepSpeed's build,
+# the check) 42-47 s -> 28-30 s when the second core is free; nothing gained on a busy machine (docs/development.md,
+# "Where a fresh clone's make demo spends its time").
+check_dir=$(mktemp -d)
+# A check still running when setup stops is stopped (errexit holds in the trap: `kill` of no job would end it).
+trap 'running=$(jobs -p); [[ -z $running ]] || kill $running 2>/dev/null || true; rm -rf "$check_dir"' EXIT
+stack_check() {
+  env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" - "$1" "$where" "$CPU_INDEX" >"$check_dir/$1" 2>&1 <<'PY'
 import importlib.metadata as md
 import sys
-import deepspeed, llamafactory, llamafactory.data.mm_plugin, llamafactory.hparams, torch  # noqa: F401
-import deepspeed.runtime.config, llamafactory.train.tuner  # noqa: F401
-import bitsandbytes  # noqa: F401  (imports torch's inductor: ~7 s of CPU, compiled here once)
-where, cpu_index = sys.argv[1:]
-gpu = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].lower().startswith("nvidia"))
-if torch.version.cuda or torch.version.hip or gpu:
-    sys.exit(f"error: torch {torch.__version__} from {where} is not the CPU build (nvidia packages: {', '.join(gpu) or 'none'}): "
-             f"point TORCH_INDEX_URL at a CPU wheel index ({cpu_index}) and remove .venv")
-print(f"    torch {torch.__version__}, llamafactory {llamafactory.__version__}, deepspeed {deepspeed.__version__}, "
-      f"bitsandbytes {bitsandbytes.__version__}")
+
+part, where, cpu_index = sys.argv[1:]
+if part == "train":
+    import llamafactory, llamafactory.data.mm_plugin, llamafactory.hparams, llamafactory.train.tuner  # noqa: F401
+    import torch
+
+    gpu = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].lower().startswith("nvidia"))
+    if torch.version.cuda or torch.version.hip or gpu:
+        sys.exit(f"error: torch {torch.__version__} from {where} is not the CPU build (nvidia packages: "
+                 f"{', '.join(gpu) or 'none'}): point TORCH_INDEX_URL at a CPU wheel index ({cpu_index}) and remove .venv")
+    print(f"rocmft-check:    torch {torch.__version__}, llamafactory {llamafactory.__version__}")
+else:
+    import deepspeed, deepspeed.runtime.config  # noqa: F401
+    import bitsandbytes  # noqa: F401  (imports torch's inductor: ~7 s of CPU, compiled here once)
+
+    print(f"rocmft-check:, deepspeed {deepspeed.__version__}, bitsandbytes {bitsandbytes.__version__}")
 PY
-grep '^    torch ' "$check_log"
+}
+# The check's log when it failed (its last lines, DeepSpeed's accelerator notice left out), nothing when it passed.
+check_failed() {
+  wait "$1" && return 1
+  grep -v real_accelerator "$check_dir/$2" | tail -20 >&2
+}
+stack_check train &
+train_check=$!
+# DeepSpeed is an sdist: build isolation would fetch a CUDA torch to build it against. Its CPU ops
+# (shm comm, cpu_adam) are JIT-compiled on first use into TORCH_EXTENSIONS_DIR (.cache/), not here,
+# so `make demo` never waits for a compiler.
+# 0.19.8 is above LLaMA-Factory 0.9.5's tested cap (its requirements/deepspeed.txt, a file of its repo: its wheel's
+# metadata has no DeepSpeed bound, and hparams/parser.py only checks that DeepSpeed is installed).
+# Kept, on measured evidence with exactly this stack (LLaMA-Factory 0.9.5, transformers 5.6.0, accelerate 1.11.0):
+# results/gpu_truth-nvidia-h200.csv trained llama3-8b-z3 (ZeRO-3 LoRA) and llama3-8b-full-z3 (ZeRO-3 full), 6 steps on one H200,
+# with DeepSpeed 0.19.8 (status ok), and CI trains ZeRO-2/ZeRO-3 on CPU with it (tests/train/test_train_cpu.py).
+uv_install --no-build-isolation "deepspeed==$(pin deepspeed)" || { wait "$train_check"; exit 1; }
+stack_check extras &
+extras_check=$!
+failed=0
+check_failed "$train_check" train && failed=1
+check_failed "$extras_check" extras && failed=1
+[[ $failed == 0 ]] || exit 1
+# The versions, one line from the checks' own lines: everything else they printed was the libraries'.
+sed -n 's/^rocmft-check://p' "$check_dir/train" "$check_dir/extras" | tr -d '\n'
+echo
 rm -f "$VENV"/.rocmft-setup-*
 touch "$stamp"
 echo "==> $VENV ready"
