@@ -117,7 +117,24 @@ train_check=$!
 # Kept, on measured evidence with exactly this stack (LLaMA-Factory 0.9.5, transformers 5.6.0, accelerate 1.11.0):
 # results/gpu_truth-nvidia-h200.csv trained llama3-8b-z3 (ZeRO-3 LoRA) and llama3-8b-full-z3 (ZeRO-3 full), 6 steps on one H200,
 # with DeepSpeed 0.19.8 (status ok), and CI trains ZeRO-2/ZeRO-3 on CPU with it (tests/train/test_train_cpu.py).
-uv_install --no-build-isolation "deepspeed==$(pin deepspeed)" || { wait "$train_check"; exit 1; }
+# uv caches no `--no-build-isolation` build, so every setup rebuilt the sdist (8 s of a fresh clone's `make demo`,
+# docs/development.md). The wheel is built once into the user's cache, keyed by DeepSpeed's and torch's versions
+# (its build records the torch it saw, git_version_info.py), and installed from there after. Cost: one ~1 MB
+# file outside the project, like uv's own cache; ROCMFT_WHEEL_CACHE= moves it.
+ds="deepspeed==$(pin deepspeed)"
+ds_cache="${ROCMFT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rocmft/wheels}/$(pin deepspeed)-torch$torch"
+cached_wheel() { local w; for w in "$ds_cache"/deepspeed-*.whl; do [[ -f $w ]] && echo "$w" && return; done; return 0; }
+ds_wheel=$(cached_wheel)
+if [[ -z $ds_wheel ]] && mkdir -p "$ds_cache" 2>/dev/null; then
+  tmp_wheels=$(mktemp -d "$ds_cache.XXXXXX")
+  if "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
+       -w "$tmp_wheels" "$ds" >/dev/null 2>&1; then
+    mv "$tmp_wheels"/deepspeed-*.whl "$ds_cache"/ || true
+  fi
+  rm -rf "$tmp_wheels"
+  ds_wheel=$(cached_wheel)
+fi
+uv_install --no-build-isolation "${ds_wheel:-$ds}" || { wait "$train_check"; exit 1; }
 stack_check extras &
 extras_check=$!
 failed=0
