@@ -31,6 +31,6 @@ webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=12
 	$(call stack_when_local,webui $(call opt,--arch,$(ARCH)) $(SERVE_FLAGS))
 	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
 
-eval: host ## did it help? a run vs its base model on held-out rows: eval loss, perplexity, BLEU-4/ROUGE (RUN=, DATA=<registered dataset>, N=50 rows generated, RUNTIME=)
+eval: host ## did it help? a run vs its base: held-out loss/perplexity/BLEU/ROUGE, or TASKS=mmlu,path/task.yaml on lm-evaluation-harness (LIMIT=, FEWSHOT=, RUN=, DATA=, N=, RUNTIME=)
 	$(call stack_when_local,eval $(call q,$(or $(RUN),last)) $(SERVE_FLAGS))
-	@$(ROCMFT) eval $(call q,$(or $(RUN),last)) $(call opt,--data,$(DATA)) $(call opt,--rows,$(N)) $(SERVE_FLAGS)
+	@$(ROCMFT) eval $(call q,$(or $(RUN),last)) $(call opt,--data,$(DATA)) $(call opt,--rows,$(N)) $(call opt,--tasks,$(TASKS)) $(call opt,--limit,$(LIMIT)) $(call opt,--fewshot,$(FEWSHOT)) $(SERVE_FLAGS)

@@ -1,12 +1,17 @@
 """`rocmft eval RUN [--data NAME] [--rows N]`: did training help? The run against its base model on held-out
 rows, by LLaMA-Factory's own eval and predict (rocmft.evaluate), where the run trained (this venv or the
-arch's container, as `make chat`). Writes eval.json and eval.md into the run dir."""
+arch's container, as `make chat`). Writes eval.json and eval.md into the run dir.
+
+`rocmft eval RUN --tasks mmlu,arc_easy,path/task.yaml [--limit N] [--fewshot K]`: the same comparison on
+benchmarks, by EleutherAI's lm-evaluation-harness (rocmft.evaluate.harness_*), same runtimes, same files (its
+own section of them)."""
 
 from __future__ import annotations
 
 from .common import add_where_arguments
 
-HELP = "compare a run with its base model on held-out rows: eval loss, perplexity, BLEU-4/ROUGE, example answers"
+HELP = ("compare a run with its base model on held-out rows (eval loss, perplexity, BLEU-4/ROUGE), or on "
+        "lm-evaluation-harness tasks (--tasks)")
 
 
 def add_arguments(parser) -> None:
@@ -14,6 +19,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data", default=None,
                         help="a registered dataset to evaluate on (default: the rows the run held out, val_size)")
     parser.add_argument("--rows", default=None, help="generate answers for at most this many rows (default 50)")
+    parser.add_argument("--tasks", default=None,
+                        help="lm-evaluation-harness tasks/groups and task YAML paths, comma-separated (e.g. "
+                             "rocmft_demo, mmlu,arc_easy,hellaswag,gsm8k): benchmarks instead of held-out rows")
+    parser.add_argument("--limit", default=None, help="--tasks: at most N rows per task (a quick look)")
+    parser.add_argument("--fewshot", default=None, help="--tasks: K examples in each prompt (default: each task's)")
     add_where_arguments(parser, "where the run trained", "show LLaMA-Factory's log")
 
 
@@ -63,6 +73,52 @@ def job(s, built, spec_file: str):
                      infer_args=built.passes["tuned.loss"], name=s.target.name)
 
 
+def harness_plan_for(args, env=None):
+    """--tasks: every check of the command line, all problems at once; nothing starts. -> (session, HarnessPlan)."""
+    import yaml
+
+    from .. import paths
+    from ..evaluate import harness_plan
+    from ..problems import Problem, ProblemReport
+    from ..serve import session
+
+    problems: list[Problem] = []
+    s = None
+    for flag in ("data", "rows"):
+        if getattr(args, flag):
+            problems.append(Problem("", flag.upper() if flag == "data" else "N",
+                                    "is for the held-out report; TASKS= runs the harness's tasks",
+                                    "drop it, or drop TASKS="))
+    try:
+        s = session.for_run(args.run, "", args.runtime, args.gpus, env)
+    except ProblemReport as report:
+        problems += report.problems
+    chosen = None
+    try:
+        chosen = harness_plan.settings(tasks=args.tasks, limit=args.limit, fewshot=args.fewshot, root=paths.root())
+    except ProblemReport as report:
+        problems += report.problems
+    if s is None or chosen is None or problems:
+        raise ProblemReport(problems)
+    train = yaml.safe_load((s.target.run_dir / "train.yaml").read_text()) or {}
+    return s, harness_plan.build(s.target, train, chosen, gpu=bool(s.arch.is_gpu and s.runtime == "docker"))
+
+
+def harness_job(s, built, spec_file: str):
+    from ..serve.plan import ServePlan
+
+    env = {"PYTHONUNBUFFERED": "1"}
+    if s.runtime == "docker":
+        env["PYTHONPATH"] = "src"
+    # the container mounts what these arguments name: the tuned side's model and every adapter of its chain
+    mounts = {"model_name_or_path": built.sides["tuned"]["model"]}
+    if built.sides["tuned"]["adapters"]:
+        mounts["adapter_name_or_path"] = ",".join(built.sides["tuned"]["adapters"])
+    return ServePlan("eval", s.runtime, s.arch.name,
+                     ("python", "-m", "rocmft.evaluate.harness_job", f"--spec-file={spec_file}"), env,
+                     infer_args=mounts, name=s.target.name)
+
+
 def run(args) -> int:
     import json
     import os
@@ -70,6 +126,13 @@ def run(args) -> int:
     from ..serve import private_file
 
     verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
+    if args.tasks is not None:
+        s, built = harness_plan_for(args)
+        if args.print_runtime:
+            print(s.runtime)
+            return 0
+        with private_file.holding(json.dumps(built.spec())) as spec_file:
+            return _harness(s, built, harness_job(s, built, str(spec_file)), args.image, verbose)
     s, built = plan_for(args)
     if args.print_runtime:
         print(s.runtime)
@@ -116,6 +179,57 @@ def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
         return 1
     json_path, md_path = report.write(s.target.run_dir, result)
     for line in report.terminal(result):
+        print(line)
+    print(f"[rocmft] wrote {json_path} and {md_path}")
+    return 0
+
+
+def _harness(s, built, plan, image: str | None, verbose: bool) -> int:
+    import json
+    import os
+    import sys
+
+    from ..evaluate import harness_report, report
+    from ..problems import EXIT_INVALID, raise_if_errors
+    from ..serve import local
+
+    messages = list(s.messages)
+    if s.runtime == "local":
+        messages += raise_if_errors(local.check(plan, s.arch))
+    for problem in messages:
+        print(problem.line(), file=sys.stderr)
+    print(f"[rocmft] eval {s.target.name}: lm-evaluation-harness {built.task_list}, base "
+          f"{built.sides['base']['model']} vs {s.target.what} ({s.runtime})", file=sys.stderr, flush=True)
+    if s.runtime == "local":
+        code, out, tail = _local(plan, s.arch, verbose)
+    else:
+        from ..serve import docker
+
+        client, spec = docker.prepare(plan, s.arch, image_ref=image, gpus=s.gpus, caller_env=os.environ)
+        code, out, tail = docker.ask(client, spec, os.environ, verbose=verbose)
+    try:
+        answer = json.loads((out.strip().splitlines() or ["null"])[-1])
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("problems"), list):
+        for line in answer["problems"]:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_INVALID
+    if code != 0:
+        for line in tail:
+            print(line, file=sys.stderr)
+        print(f"[rocmft] eval FAILED (exit code {code}): the lines above are the end of its log", file=sys.stderr)
+        return code
+    try:
+        if not isinstance(answer, dict):
+            raise TypeError("not a JSON object")
+        section = harness_report.build(built, answer)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        print(f"[rocmft] eval FAILED: the job's result is not what rocmft.evaluate.harness_job prints ({exc})",
+              file=sys.stderr)
+        return 1
+    json_path, md_path = report.write(s.target.run_dir, harness=section)
+    for line in harness_report.terminal(section):
         print(line)
     print(f"[rocmft] wrote {json_path} and {md_path}")
     return 0

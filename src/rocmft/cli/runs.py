@@ -56,7 +56,7 @@ def _attempts_note(status: dict) -> list[str]:
 
 def run(args) -> int:
     from .. import cost, runs
-    from ..evaluate.report import tuned_loss
+    from ..evaluate.report import harness_headline, tuned_loss
     from ..safe_text import one_line
 
     price = cost.parse_price(getattr(args, "price", None))
@@ -86,6 +86,9 @@ def run(args) -> int:
         extra += _attempts_note(status)
         if isinstance(status.get("reward_accuracy"), (int, float)):
             extra.append(f"reward accuracy {status['reward_accuracy']:.2f} (last logged steps)")
+        benchmark = harness_headline(info.path)  # the last `make eval TASKS=`: first task's metric, its change
+        if benchmark:
+            extra.append(f"harness {benchmark}")
         if path in active:
             extra.append(f"in container {active[path]}")
         if path in left_by_run:

@@ -79,15 +79,46 @@ def terminal(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def write(run_dir: Path, report: Mapping[str, Any]) -> tuple[Path, Path]:
+def write(run_dir: Path, report: Mapping[str, Any] | None = None, *,
+          harness: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
     """eval.json and eval.md in the run dir (each written whole under a fresh name, then renamed: never half
-    a file, never through a link a job left at either name)."""
+    a file, never through a link a job left at either name). The held-out report and the harness's benchmarks
+    (key "harness", `make eval TASKS=`) are two sections of one file: writing one keeps the other."""
+    from . import harness_report
+
+    try:
+        existing = dict(hostio.read_json(run_dir / JSON_NAME) or {})
+    except (OSError, ValueError, TypeError):
+        existing = {}
+    if report is not None:
+        data = dict(report)
+        if isinstance(existing.get("harness"), Mapping):
+            data["harness"] = existing["harness"]
+    else:
+        data = {k: v for k, v in existing.items() if k != "harness"} if "base" in existing else {}
+        data.setdefault("run", run_dir.name)
+    if harness is not None:
+        data["harness"] = dict(harness)
+    text = markdown(data) if "base" in data else f"# eval: {data.get('run', run_dir.name)}\n"
+    if isinstance(data.get("harness"), Mapping):
+        text += "\n" + "\n".join(harness_report.markdown(data["harness"])) + "\n"
     out = []
-    for name, text in ((JSON_NAME, json.dumps(report, indent=2) + "\n"), (MARKDOWN_NAME, markdown(report))):
+    for name, body in ((JSON_NAME, json.dumps(data, indent=2) + "\n"), (MARKDOWN_NAME, text)):
         path = run_dir / name
-        hostio.write_text(path, text)
+        hostio.write_text(path, body)
         out.append(path)
     return out[0], out[1]
+
+
+def harness_headline(run_dir: Path) -> str:
+    """The harness's headline (first task, first metric, its change) of the run's last `make eval TASKS=`."""
+    from . import harness_report
+
+    try:
+        section = (hostio.read_json(run_dir / JSON_NAME) or {}).get("harness")
+    except (OSError, ValueError, TypeError, AttributeError):
+        return ""
+    return harness_report.headline(section) if isinstance(section, Mapping) else ""
 
 
 def tuned_loss(run_dir: Path) -> float | None:

@@ -1,0 +1,123 @@
+"""`python -m rocmft.evaluate.harness_job --spec-file=PATH`: lm-evaluation-harness on the base and the tuned model
+(rocmft.evaluate.harness_plan), run where the run trained (this venv or the arch's image). Prints one JSON object on
+stdout — {"problems": [...]} (exit 2) when a task is unknown or its data cannot be had, else each side's results;
+every library line goes to stderr, as in evaluate/job.py. The spec comes in a private file, never in argv.
+
+The tasks are resolved and their datasets loaded before any model is, so a typo or an offline machine costs
+seconds, not a model load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from typing import Any
+
+from ..serve.private_file import read
+
+EXIT_INVALID = 2
+
+
+def _offline() -> bool:
+    return any(os.environ.get(k, "") not in ("", "0", "false", "False") for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def resolve_tasks(spec: dict[str, Any]):
+    """(task manager, the task list for simple_evaluate, problems). One problem line per task that is unknown or
+    whose data could not be loaded."""
+    from lm_eval import utils
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    manager = TaskManager(include_path=spec["include_paths"])
+    known = set(manager.all_tasks)
+    problems: list[str] = []
+    wanted: list[Any] = []
+    for name in spec["tasks"]:
+        if name in known:
+            wanted.append(name)
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+        hint = f"the harness's closest: {', '.join(close)}" if close else "`lm_eval --tasks list` lists them"
+        problems.append(f"TASKS: `{name}` is not an lm-evaluation-harness task or group ({hint})")
+    for path in spec["task_files"]:
+        try:
+            wanted.append(utils.load_yaml_config(yaml_path=path, mode="full"))
+        except Exception as exc:  # noqa: BLE001 - the file is the user's: say which and why, in one line
+            problems.append(f"TASKS: {path}: not a task YAML the harness can read ({type(exc).__name__}: {exc})")
+    if problems:
+        return manager, wanted, problems
+    for item in wanted:  # each one alone, to name the one whose data is missing
+        label = item if isinstance(item, str) else item.get("task") or item.get("group") or "?"
+        try:
+            get_task_dict([item], manager)
+        except Exception as exc:  # noqa: BLE001 - datasets/hub errors have many types; each becomes one line
+            reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+            where = os.environ.get("HF_HOME") or "~/.cache/huggingface"
+            fix = f"make fetch TASKS={label} downloads it into HF_HOME ({where})" if _offline() else \
+                "check the task's dataset_path and data_files (paths are read from the project root)"
+            problems.append(f"TASKS: `{label}`: its dataset could not be loaded"
+                            f"{' on this offline machine' if _offline() else ''}: {reason} ({fix})")
+    return manager, wanted, problems
+
+
+def load_side(side: dict[str, Any], device: str):
+    """The model of one side: its weights, then each adapter of the chain merged in, in order."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = torch.bfloat16 if device != "cpu" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(side["model"], dtype=dtype,
+                                                 trust_remote_code=side["trust_remote_code"])
+    for adapter in side["adapters"]:
+        from peft import PeftModel
+
+        print(f"[rocmft] harness: adapter {adapter} merged", file=sys.stderr, flush=True)
+        model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    tokenizer = AutoTokenizer.from_pretrained(side["tokenizer"], trust_remote_code=side["trust_remote_code"])
+    return model.to(device).eval(), tokenizer
+
+
+def evaluate_side(spec: dict[str, Any], who: str, manager, wanted) -> dict[str, Any]:
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+
+    side = spec["sides"][who]
+    print(f"[rocmft] harness: {who} = {side['model']}"
+          f"{' + ' + ', '.join(side['adapters']) if side['adapters'] else ''}", file=sys.stderr, flush=True)
+    model, tokenizer = load_side(side, spec["device"])
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=spec["batch_size"], device=spec["device"])
+    out = lm_eval.simple_evaluate(model=lm, tasks=list(wanted), num_fewshot=spec["fewshot"], limit=spec["limit"],
+                                  task_manager=manager, apply_chat_template=True, log_samples=False)
+    del lm, model
+    return {"results": out.get("results", {}), "higher_is_better": out.get("higher_is_better", {}),
+            "n_samples": out.get("n-samples", {}), "versions": out.get("versions", {}),
+            "lm_eval": getattr(lm_eval, "__version__", "")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocmft.evaluate.harness_job")
+    parser.add_argument("--spec-file", required=True, help="the plan as JSON (rocmft.evaluate.harness_plan)")
+    spec = json.loads(read(parser.parse_args(argv).spec_file))
+
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)  # libraries that hold sys.stdout print to stderr; stdout carries the JSON alone
+    code, answer = 0, {}
+    try:
+        manager, wanted, problems = resolve_tasks(spec)
+        if problems:
+            code, answer = EXIT_INVALID, {"problems": problems}
+        else:
+            answer = {who: evaluate_side(spec, who, manager, wanted) for who in ("base", "tuned")}
+    finally:
+        sys.stdout.flush()
+        os.dup2(answer_fd, 1)
+        os.close(answer_fd)
+    print(json.dumps(answer, default=str), flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
