@@ -189,6 +189,25 @@ def evaluated_run(trained_run: TrainedRun, tmp_path_factory):
     return run, env, output, seen
 
 
+# ---- `make eval TASKS=rocmft_demo` of a copy of `demo_run`, once for the session (`harness_evaluated_demo`): the
+# in-process lm-evaluation-harness scores that the harness tests read and the served client is compared with
+
+HARNESS_TASKS = "rocmft_demo"  # eval_tasks/rocmft_demo: the identity question (exact match), multiple choice
+
+
+@pytest.fixture(scope="session")
+def harness_evaluated_demo(demo_run: TrainedRun, tmp_path_factory):
+    """(run dir, env, what `make -s eval RUN=last TASKS=rocmft_demo VERBOSE=1` printed) for a copy of the demo run."""
+    tmp = tmp_path_factory.mktemp("harness-eval")
+    env = make_env(tmp)
+    run = demo_run.copy_to(tmp / "runs", "demo-harness")
+    proc = subprocess.run(["make", "-s", "eval", "RUN=last", f"TASKS={HARNESS_TASKS}", "VERBOSE=1"], cwd=ROOT,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return run, env, proc.stdout
+
+
 # ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)
 # CI starts every service and installs everything the suite uses (the CPU stack, the tiny model, Chromium),
 # so nothing it runs may skip: a skipped test would be counted as a pass that proved nothing. Only skips

@@ -78,6 +78,17 @@ def test_sft_then_dpo_from_its_adapter_then_chat(env, sft):
     assert report["data"] == "demo_alpaca" and report["tuned_model"].endswith(f"adapter {sft}/output,{run}/output")
     assert all(math.isfinite(report[side]["eval_loss"]) and report[side]["generated_rows"] == 2
                for side in ("base", "tuned")), report
+    # the harness on the same run: "tuned" merges both adapters in chain order, "base" loads none
+    harness = subprocess.run(["make", "-s", "eval", "RUN=last", "TASKS=rocmft_demo_choice", "LIMIT=2", "VERBOSE=1"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert harness.returncode == 0, harness.stdout + harness.stderr[-3000:]
+    log = harness.stdout + harness.stderr
+    merged = re.findall(r"^\[rocmft\] harness: adapter (\S+) merged$", log, re.M)
+    assert merged == [f"{sft}/output", f"{run}/output"], log[-3000:]  # once each, tuned side only, in order
+    assert re.search(r"^\[rocmft\] harness: base = \S+$", log, re.M), log[-3000:]  # no " + adapter"
+    both = json.loads((run / "eval.json").read_text())
+    assert both["data"] == "demo_alpaca" and both["harness"]["rows"][0]["n"] == 2  # the held-out report kept
+    assert both["harness"]["tuned_model"].endswith(f"adapter {sft}/output,{run}/output")
     listing = rocmft("runs", env=env).stdout
     assert any(line.split()[:3] == ["dpo", "tiny-cpu-dpo", "dpo"] and "reward accuracy" in line
                for line in listing.splitlines()), listing
