@@ -51,8 +51,13 @@ def fetch(repo_id: str, repo_type: str) -> tuple[int, str]:
 
 
 def task_manager(include_path: list[str]):
+    before = dict(os.environ)
     from lm_eval.tasks import TaskManager
 
+    # Importing lm_eval turns on HF_HUB_ENABLE_HF_TRANSFER and HF_XET_HIGH_PERFORMANCE for this process (its
+    # __init__): the model downloads after it keep the caller's own settings.
+    for name in set(os.environ) - set(before):
+        del os.environ[name]
     return TaskManager(include_path=[p for p in include_path if os.path.isdir(p)] or None)
 
 
@@ -80,7 +85,7 @@ def fetch_task(manager, name: str) -> tuple[int, str]:
         return 2, (f"error: {what}: its dataset is not in the Hugging Face cache ({_datasets_cache()}) and cannot be "
                    f"downloaded from here: {first}; run `make fetch TASKS={name}` on a machine with internet, "
                    "into the HF_HOME the eval uses")
-    except Exception as exc:  # a broken task YAML, a dataset script error: the harness's own words, one line
+    except Exception as exc:  # noqa: BLE001 - a broken task YAML, a dataset script: the harness's words, one line
         first = str(exc).splitlines()[0] if str(exc) else ""
         return 2, f"error: {what} could not be loaded: {type(exc).__name__}: {first}"
     tasks = built["tasks"]
