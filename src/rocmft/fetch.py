@@ -2,7 +2,8 @@
 
 A login node with internet fetches; the Slurm job on compute nodes without it then runs with HF_HUB_OFFLINE=1
 from the same HF_HOME. The download itself (`fetch_worker`, huggingface_hub.snapshot_download: a progress bar,
-resumed where it stopped) runs where huggingface_hub is: the training venv, or the arch's image. Everything
+resumed where it stopped; a benchmark's datasets through lm-evaluation-harness's own task loading) runs where
+huggingface_hub and lm_eval are: the training venv, or the arch's image. Everything
 here is pure: the targets from a recipe's rendered args, and the plan (argv, environment, secrets by name).
 """
 
@@ -20,14 +21,17 @@ from .recipes import SECRET_ENV
 
 WORKER = ("-m", "rocmft.fetch_worker")
 # What the download passes on to the job and nothing else (HF_HUB_OFFLINE too: a cache hit is then said offline).
-PASSED_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT", "HF_HUB_OFFLINE", "HF_HUB_ENABLE_HF_TRANSFER", "HTTPS_PROXY",
-              "https_proxy", "NO_PROXY", "no_proxy")
+PASSED_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_ENDPOINT", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+              "HF_HUB_ENABLE_HF_TRANSFER", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")
+# The project's own lm-evaluation-harness tasks (the demo's), found by name beside the harness's.
+TASKS_DIR = "eval_tasks"
+TASK_FILE_SUFFIXES = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
 class Target:
-    repo_id: str
-    repo_type: str  # "model" | "dataset"
+    repo_id: str  # for a "task": the harness's task/group name, or the absolute path of a task YAML
+    repo_type: str  # "model" | "dataset" | "task"
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,25 @@ def _unique(found: list[Target]) -> list[Target]:
     return list(dict.fromkeys(found))
 
 
-def worker_args(found: list[Target]) -> list[str]:
+def task_targets(tasks: str, cwd: Path) -> list[Target]:
+    """`TASKS=mmlu,arc_easy,my/task.yaml`: the harness's names as given (the worker checks them against the
+    harness's own list: this host may not have it), a task YAML as an absolute path (the worker runs in the
+    project root, or in the image with the project mounted at the same path)."""
+    found = []
+    for word in (w.strip() for w in tasks.split(",")):
+        if word.endswith(TASK_FILE_SUFFIXES) and (cwd / word).is_file():
+            word = str((cwd / word).resolve())
+        if word:
+            found.append(Target(word, "task"))
+    return _unique(found)
+
+
+def worker_args(found: list[Target], root: Path | None = None) -> list[str]:
     words: list[str] = []
     for target in found:
         words += [f"--{target.repo_type}", target.repo_id]
+    if root is not None and any(t.repo_type == "task" for t in found):
+        words += ["--include-path", str(root / TASKS_DIR)]
     return words
 
 
@@ -103,9 +122,11 @@ def secrets(env: Mapping[str, str]) -> tuple[str, ...]:
                  if env.get(name))
 
 
-def venv_plan(found: list[Target], env: Mapping[str, str], python: str) -> FetchPlan:
-    """The training venv's python; it inherits the caller's environment, so the token is never named on argv."""
-    return FetchPlan("venv", (python, *WORKER, *worker_args(found)), _environment(env), secrets(env), tuple(found))
+def venv_plan(found: list[Target], env: Mapping[str, str], python: str, root: Path | None = None) -> FetchPlan:
+    """The training venv's python; it inherits the caller's environment, so the token is never named on argv.
+    `root`: the project, whose eval_tasks/ the harness's tasks are looked up beside (only with task targets)."""
+    return FetchPlan("venv", (python, *WORKER, *worker_args(found, root)), _environment(env), secrets(env),
+                     tuple(found))
 
 
 def image_plan(found: list[Target], env: Mapping[str, str], image: str, root: Path, uid: int, gid: int, *,
@@ -121,5 +142,5 @@ def image_plan(found: list[Target], env: Mapping[str, str], image: str, root: Pa
             f"--volume={root}:{root}:ro", *(f"--volume={m}:{m}" for m in mounts),
             *(f"--env={k}={v}" for k, v in sorted({**passed, "PYTHONPATH": f"{root}/src", "HOME": "/tmp"}.items())),
             *(f"--env={name}" for name in secrets(env)),
-            "--label=ai.rocmft.role=fetch", image, "python", *WORKER, *worker_args(found)]
+            "--label=ai.rocmft.role=fetch", image, "python", *WORKER, *worker_args(found, root)]
     return FetchPlan("image", tuple(argv), passed, secrets(env), tuple(found))

@@ -42,3 +42,17 @@ def test_fetch_in_the_image_offline_hit_and_miss(cpu_image, tmp_path, tiny_model
     miss = rocmft("fetch", "--model", "rocmft-test/absent", "--runtime", "docker", "--arch", "cpu", env=env, timeout=300)
     assert miss.returncode == 2 and "`rocmft-test/absent` is not in the Hugging Face cache" in miss.stderr
     assert "hf_secret_value" not in hit.stdout + hit.stderr + miss.stdout + miss.stderr
+
+
+def test_fetch_tasks_in_the_image_offline_the_shipped_local_task_and_an_unknown_name(cpu_image, tmp_path):
+    """`make fetch TASKS= RUNTIME=docker`: the image's lm_eval finds the project's task folder (the checkout is
+    mounted at its own path) and writes the datasets cache into the HF_HOME mounted at its own path."""
+    env = {**offline_env(tmp_path), "HF_HOME": str(tmp_path / "hf")}
+    proc = rocmft("fetch", "--tasks", "rocmft_demo", "--runtime", "docker", "--arch", "cpu", env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"fetched task `rocmft_demo` (2 tasks, json) -> {tmp_path / 'hf' / 'datasets'}" in proc.stdout
+    assert list((tmp_path / "hf" / "datasets").glob("json/*"))
+    unknown = rocmft("fetch", "--tasks", "rocmft_dem", "--runtime", "docker", "--arch", "cpu", env=env, timeout=600)
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines()[-1].startswith(
+        "error: lm-evaluation-harness has no task `rocmft_dem`; closest: rocmft_demo"), unknown.stderr[-2000:]

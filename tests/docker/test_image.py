@@ -19,7 +19,7 @@ from rocmft import arches
 from rocmft.cli.main import main
 from rocmft.image import build_plan, docker_api, find_image, image_arch
 from rocmft.image.docker_api import daemon_configured
-from rocmft.image.versions import from_lock
+from rocmft.image.versions import from_lock, read_pins
 from rocmft.problems import ProblemReport
 
 pytestmark = pytest.mark.docker
@@ -89,14 +89,15 @@ def test_default_command_shows_the_build_time_self_check(client, image):
 PROBE = r"""
 import json, os, shutil, subprocess, sys
 import torch, llamafactory, deepspeed, transformers
+import lm_eval, lm_eval.evaluator, lm_eval.models.huggingface, lm_eval.models.openai_completions
 import llamafactory.data.mm_plugin, llamafactory.hparams
 from importlib import metadata
 dists = sorted(d.metadata["Name"].lower() for d in metadata.distributions())
 print(json.dumps({
     "torch": torch.__version__, "hip": torch.version.hip, "cuda": torch.version.cuda,
-    "llamafactory": llamafactory.__version__, "deepspeed": deepspeed.__version__,
+    "llamafactory": llamafactory.__version__, "deepspeed": deepspeed.__version__, "lm-eval": metadata.version("lm_eval"),
     "nvidia": [d for d in dists if d.startswith("nvidia")], "torchvision": "torchvision" in dists,
-    "tools": {t: shutil.which(t) for t in ("python", "torchrun", "llamafactory-cli", "rocmft")},
+    "tools": {t: shutil.which(t) for t in ("python", "torchrun", "llamafactory-cli", "rocmft", "lm_eval")},
     "wheelhouse": os.path.exists("/wheelhouse"), "workspace": sorted(os.listdir("/workspace")),
     "cwd": os.getcwd(), "rocmft": __import__("rocmft").__version__,
     "selfcheck": json.load(open("/opt/rocmft/selfcheck.json"))["passed"],
@@ -111,6 +112,8 @@ def test_container_imports_the_stack_and_holds_no_build_leftovers(client, image)
     versions = from_lock()
     assert data["torch"].split("+")[0] == versions.torch_cpu and data["hip"] is None and data["cuda"] is None
     assert (data["llamafactory"], data["deepspeed"]) == (versions.llamafactory, versions.deepspeed)
+    # lm-evaluation-harness (`make eval TASKS=` in the container): imported above, its hf and API clients too
+    assert data["lm-eval"] == read_pins(ROOT / "requirements" / "lock.txt")["lm-eval"]
     assert data["nvidia"] == [] and data["torchvision"] is False
     assert all(data["tools"].values()), data["tools"]
     assert all(path.startswith("/opt/rocmft/venv/bin/") for path in data["tools"].values())

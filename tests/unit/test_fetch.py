@@ -96,3 +96,69 @@ def test_print_shows_the_plan_of_a_gpu_recipe_without_the_token(job_env, tmp_pat
     plan = json.loads(proc.stdout)
     assert plan["argv"] == [PYTHON, "-m", "rocmft.fetch_worker", "--model", REPO]
     assert plan["secret_env"] == ["HF_TOKEN"] and "hf_secret_value" not in proc.stdout
+
+
+# ---- TASKS=: lm-evaluation-harness benchmarks' datasets (`make eval TASKS=` reads them offline)
+# The Hub is not reachable here: mmlu/arc_easy are checked as the plan (argv, HF_HOME) the CLI hands the worker.
+# The project's own local-JSONL task (eval_tasks/rocmft_demo) and the unknown-name path run for real, offline.
+
+def test_tasks_plan_as_data_names_each_task_and_the_projects_task_folder_and_the_eval_hf_home(tmp_path):
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_TOKEN": "hf_secret_value", "HF_DATASETS_OFFLINE": "0"}
+    found = fetch.task_targets("mmlu, arc_easy,,mmlu", tmp_path)
+    assert found == [Target("mmlu", "task"), Target("arc_easy", "task")]
+    plan = fetch.venv_plan(found, env, "/venv/bin/python", paths.root())
+    assert plan.argv == ("/venv/bin/python", "-m", "rocmft.fetch_worker", "--task", "mmlu", "--task", "arc_easy",
+                         "--include-path", str(paths.root() / "eval_tasks"))
+    assert plan.env == {"HF_HOME": str((tmp_path / "hf").resolve()), "HF_DATASETS_OFFLINE": "0"}
+    assert plan.secret_env == ("HF_TOKEN",) and "hf_secret_value" not in plan.to_json()
+
+
+def test_a_task_yaml_is_handed_over_by_its_absolute_path_and_the_image_plan_sees_the_same_paths(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "held_out.yaml").write_text("task: held_out\n")
+    found = fetch.task_targets("mine/held_out.yaml,arc_easy", tmp_path)
+    assert found == [Target(str(tmp_path / "mine" / "held_out.yaml"), "task"), Target("arc_easy", "task")]
+    plan = fetch.image_plan(found, {"HF_HOME": str(tmp_path / "hf")}, "sha256:abc", tmp_path, 1000, 1000)
+    argv = list(plan.argv)
+    assert argv[argv.index("sha256:abc"):] == [
+        "sha256:abc", "python", "-m", "rocmft.fetch_worker", "--task", str(tmp_path / "mine" / "held_out.yaml"),
+        "--task", "arc_easy", "--include-path", str(tmp_path / "eval_tasks")]
+    assert f"--volume={tmp_path}:{tmp_path}:ro" in argv  # the project (its eval_tasks/) at the same path
+
+
+def test_print_of_make_fetch_tasks_with_a_recipe_plans_the_model_and_the_tasks(job_env):
+    env = {**job_env, "HF_HUB_OFFLINE": "0"}
+    proc = rocmft("fetch", "llama3-8b-lora", "--tasks", "mmlu,arc_easy", "--runtime", "local", "--print", env=env,
+                  timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["argv"] == [PYTHON, "-m", "rocmft.fetch_worker", "--model", REPO, "--task", "mmlu", "--task", "arc_easy",
+                            "--include-path", str(paths.root() / "eval_tasks")]
+    assert plan["env"]["HF_HOME"] == job_env["HF_HOME"]
+
+
+def test_fetch_tasks_of_the_shipped_local_jsonl_task_runs_offline_for_real(job_env, tmp_path):
+    env = {**job_env, "HF_HOME": str(tmp_path / "hf")}
+    proc = rocmft("fetch", "--tasks", "rocmft_demo", "--runtime", "local", env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines() == [f"fetched task `rocmft_demo` (2 tasks, json) -> {tmp_path / 'hf' / 'datasets'}"]
+    assert list((tmp_path / "hf" / "datasets").glob("json/*"))  # the harness's load wrote datasets' cache there
+
+
+def test_fetch_tasks_unknown_name_is_one_line_with_the_harness_closest_names_exit_2_before_any_download(job_env, tmp_path):
+    env = {**job_env, "HF_HOME": str(tmp_path / "hf")}
+    proc = rocmft("fetch", "--tasks", "rocmft_demo,arc_esy", "--runtime", "local", env=env, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == ""
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: lm-evaluation-harness has no task `arc_esy`; closest: arc_easy, ") and \
+        line.endswith(" (`lm-eval ls tasks` lists them all)"), line
+    assert not (tmp_path / "hf" / "datasets").exists()  # the known one was not fetched either
+
+
+def test_fetch_tasks_offline_cache_miss_is_one_line_naming_the_dataset(job_env, tmp_path):
+    env = {**job_env, "HF_HOME": str(tmp_path / "hf")}
+    proc = rocmft("fetch", "--tasks", "arc_easy", "--runtime", "local", env=env, timeout=300)
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("error: task `arc_easy`: its dataset is not in the Hugging Face cache") and \
+        "'allenai/ai2_arc'" in line and "`make fetch TASKS=arc_easy`" in line, line

@@ -1,5 +1,6 @@
-"""`rocmft fetch RECIPE | --model ORG/NAME`: download the model (and the Hub datasets) a run reads into HF_HOME,
-so a job without internet (Slurm compute nodes, HF_HUB_OFFLINE=1) finds them in the cache."""
+"""`rocmft fetch RECIPE | --model ORG/NAME | --tasks mmlu,arc_easy`: download the model (and the Hub datasets) a
+run reads, or the datasets of lm-evaluation-harness tasks (`make eval TASKS=`), into HF_HOME, so a job without
+internet (Slurm compute nodes, HF_HUB_OFFLINE=1) finds them in the cache."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from .. import fetch, paths
 from ..problems import Problem, ProblemReport, raise_if_errors
 from .common import overrides, warn
 
-HELP = "download a recipe's model and Hub datasets into HF_HOME (resumable; MODEL= for one model)"
+HELP = ("download a recipe's model and Hub datasets, or benchmarks' datasets (--tasks), into HF_HOME (resumable; "
+        "MODEL= for one model)")
 
 
 def add_arguments(parser) -> None:
@@ -20,6 +23,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="recipe overrides")
     parser.add_argument("--set", dest="set_string", default="", help="overrides as one string (make SET=)")
     parser.add_argument("--model", default=None, help="a Hub model id instead of a recipe's")
+    parser.add_argument("--tasks", default="",
+                        help="lm-evaluation-harness tasks (comma-separated names or task YAMLs): their datasets too")
     parser.add_argument("--arch", default=None, help="the image to run in for --runtime docker (default: the recipe's)")
     parser.add_argument("--runtime", default=None,
                         help="local (this venv's huggingface_hub) | docker (the arch's image); default: local when "
@@ -34,15 +39,29 @@ def _venv_has_hub() -> bool:
     return importlib.util.find_spec("huggingface_hub") is not None
 
 
+def _venv_has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None  # found, not imported: this CLI imports no lm_eval
+
+
 def _what(args) -> tuple[list[fetch.Target], list[str], str]:
-    """(targets, notes, arch) from --model or the recipe, rendered as a run would render it (no validation)."""
+    """(targets, notes, arch) from --model or the recipe, rendered as a run would render it (no validation), and
+    --tasks (beside either, or alone)."""
+    tasks = fetch.task_targets(args.tasks, Path.cwd()) if args.tasks else []
+    if tasks and not args.model and not args.recipe:
+        return tasks, [], args.arch or "cpu"
+    found, notes, arch = _run_what(args)
+    return found + tasks, notes, arch
+
+
+def _run_what(args) -> tuple[list[fetch.Target], list[str], str]:
     if args.model:
         if args.recipe:
             raise ProblemReport([Problem("", "MODEL", "give a RECIPE or a MODEL, not both")])
         found, notes = fetch.targets({"model_name_or_path": args.model}, paths.root())
         return found, notes, args.arch or "cpu"
     if not args.recipe:
-        raise ProblemReport([Problem("", "RECIPE", "nothing to fetch", "RECIPE=<recipe> or MODEL=<org/name>")])
+        raise ProblemReport([Problem("", "RECIPE", "nothing to fetch",
+                                     "RECIPE=<recipe>, MODEL=<org/name> or TASKS=<harness tasks>")])
     from .. import pipeline
 
     prep = pipeline.prepare(args.recipe, overrides(args), arch=args.arch, validate=False)
@@ -52,10 +71,12 @@ def _what(args) -> tuple[list[fetch.Target], list[str], str]:
 
 def _plan(found, arch_name: str, runtime: str, image_ref: str | None) -> fetch.FetchPlan:
     if runtime == "local":
-        if not _venv_has_hub():
-            raise ProblemReport([Problem("", "RUNTIME", "this venv has no huggingface_hub (the light host)",
+        lacking = "huggingface_hub" if not _venv_has_hub() else (
+            "lm_eval" if any(t.repo_type == "task" for t in found) and not _venv_has("lm_eval") else "")
+        if lacking:
+            raise ProblemReport([Problem("", "RUNTIME", f"this venv has no {lacking} (the light host)",
                                          "`make setup` (the CPU stack has it), or RUNTIME=docker with the arch's image")])
-        return fetch.venv_plan(found, os.environ, sys.executable)
+        return fetch.venv_plan(found, os.environ, sys.executable, paths.root())
     from .. import arches
     from ..validate import where
 

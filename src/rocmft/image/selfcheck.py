@@ -66,7 +66,8 @@ def _attempt(name: str, fn) -> Check:
 GPU_ONLY = ("bitsandbytes", "flash-attn", "liger-kernel")
 # What a package's import must reach to count: LLaMA-Factory applies Liger through liger_kernel.transformers
 # (model/model_utils/liger_kernel.py), which imports its Triton kernels; the bare package imports nothing.
-IMPORTS = {"liger-kernel": "liger_kernel.transformers", "rouge-chinese": "rouge_chinese"}
+# lm-eval's registry of models and tasks is what `make eval TASKS=` uses: lm_eval.evaluator imports it.
+IMPORTS = {"liger-kernel": "liger_kernel.transformers", "rouge-chinese": "rouge_chinese", "lm-eval": "lm_eval.evaluator"}
 
 
 def parse_packages(words: str) -> dict[str, str]:
