@@ -1,7 +1,7 @@
 """`make serve` tested with a client nobody here wrote: lm-evaluation-harness's own OpenAI-compatible client
 (`lm_eval --model local-chat-completions`, the installed CLI) scores the demo's identity task against `make serve`
-of the demo run, and its score matches the in-process score of the same task on the same run within the harness's
-standard error (`pytest -m train`).
+of the demo run, and its score matches the in-process score of `make eval TASKS=rocmft_demo` on the same run within
+the harness's standard error (`pytest -m train`).
 
 - The key reaches the client by environment (OPENAI_API_KEY, which the harness reads), never argv; the server log
   shows one `POST /v1/chat/completions` answered 200 per row the harness scored: the server was really used.
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import PYTHON, ROOT, TrainedRun, offline_env
 from tests.train.test_chat_serve import Server, assert_nothing_left, free_port
@@ -55,23 +54,13 @@ def run_harness(args: list[str], env: dict[str, str], output_path: Path) -> subp
     return proc
 
 
-def in_process_score(run: Path, env: dict[str, str], tmp: Path) -> Score:
-    """The demo task scored in-process: the harness's `hf` model on the run's base + adapter, the run's tokenizer
-    and chat template, on CPU.
-
-    After `make eval TASKS=` lands (issue 35's core), this becomes the row of the run's eval.json: run
-    `make -s eval RUN=<run> TASKS=rocmft_demo_identity`, then
-    `row = next(r for r in eval_json["harness"]["rows"] if r["task"] == TASK and r["metric"] == METRIC)` and
-    `Score(row["tuned"], row["tuned_stderr"], row["n"])`."""
-    train = yaml.safe_load((run / "train.yaml").read_text())
-    assert not train.get("adapter_name_or_path"), "a FROM chain: the hf model below would load one adapter only"
-    base = Path(train["model_name_or_path"])
-    base = base if base.is_absolute() else ROOT / base
-    output = tmp / "in-process"
-    run_harness(["--model", "hf", "--model_args",
-                 f"pretrained={base},tokenizer={run / 'output'},peft={run / 'output'}",
-                 "--device", "cpu", "--batch_size", "8"], env, output)
-    return harness_results(output, TASK, METRIC)
+def in_process_score(harness_evaluated_demo) -> Score:
+    """The demo task as `make eval TASKS=rocmft_demo` scored it in-process (the session's harness_evaluated_demo:
+    a copy of the same demo run, the tuned side), from the run's eval.json."""
+    run, _, _ = harness_evaluated_demo
+    rows = json.loads((run / "eval.json").read_text())["harness"]["rows"]
+    row = next(r for r in rows if r["task"] == TASK and r["metric"] == METRIC)
+    return Score(row["tuned"], row["tuned_stderr"], row["n"])
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +69,7 @@ def env(tmp_path_factory, tiny_model):
 
 
 def test_the_harness_openai_client_scores_make_serve_as_the_in_process_harness_does(env, demo_run: TrainedRun,
+                                                                                    harness_evaluated_demo,
                                                                                     process_mark, tmp_path):
     run = demo_run.path
     key = secrets.token_hex(16)
@@ -102,7 +92,7 @@ def test_the_harness_openai_client_scores_make_serve_as_the_in_process_harness_d
     assert sum(" 200" in line for line in posts) == served.n and served.n > 0, posts  # every row went to the server
     assert refused == 401 and sum(" 401" in line for line in posts) == 1, posts
 
-    local = in_process_score(run, env, tmp_path)
+    local = in_process_score(harness_evaluated_demo)
     assert served.n == local.n
     # the same task, model and greedy decoding: the two scores agree within the harness's standard error
     assert abs(served.value - local.value) <= max(served.stderr, local.stderr), (served, local)
