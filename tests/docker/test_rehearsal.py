@@ -73,7 +73,7 @@ def test_rehearsal_self_check_skipped_only_the_named_hip_checks(client, image):
         "flash-attn CK kernels"}
     assert skipped == expected
     for ran in ("torch", "llamafactory imports", "deepspeed imports", "no nvidia packages", "flash-attn imports",
-                "liger-kernel imports", "bitsandbytes imports", "torchaudio imports"):
+                "liger-kernel imports", "bitsandbytes imports", "torchaudio imports", "lm-eval imports"):
         assert checks[ran]["ok"] and not checks[ran].get("skipped"), checks.get(ran)
     if name == "gfx1100":
         assert checks["flash-attn Triton kernels"]["ok"] and not checks["flash-attn Triton kernels"].get("skipped")
