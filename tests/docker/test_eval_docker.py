@@ -44,3 +44,33 @@ def test_make_eval_in_the_container(trained_run: TrainedRun, evaluated_run, clie
     finally:
         for container in eval_containers(client, run):
             container.remove(force=True)
+
+
+def test_make_eval_tasks_in_the_container(demo_run: TrainedRun, harness_evaluated_demo, client, cpu_image,  # noqa: F811
+                                          tmp_path):
+    """`make eval TASKS=rocmft_demo RUNTIME=docker`: lm-evaluation-harness from the CPU image on a copy of the demo
+    run; every task, metric and row count as in the venv (the session's harness_evaluated_demo), each score
+    within the harness's standard error of the venv's."""
+    env = make_env(tmp_path)
+    run = demo_run.copy_to(tmp_path / "runs", "harness-in-docker")
+    proc = subprocess.run(["make", "-s", "eval", f"RUN={run}", "RUNTIME=docker", "TASKS=rocmft_demo"], cwd=ROOT,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
+                          check=False)
+    try:
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "lm-evaluation-harness rocmft_demo" in proc.stdout and "(docker)" in proc.stdout
+        rows = {(r["task"], r["metric"]): r for r in json.loads((run / "eval.json").read_text())["harness"]["rows"]}
+        venv = {(r["task"], r["metric"]): r
+                for r in json.loads((harness_evaluated_demo[0] / "eval.json").read_text())["harness"]["rows"]}
+        assert rows.keys() == venv.keys()
+        for key, row in rows.items():
+            other = venv[key]
+            assert row["n"] == other["n"], key
+            for side in ("base", "tuned"):
+                tolerance = max(row[f"{side}_stderr"] or 0.0, other[f"{side}_stderr"] or 0.0, 1e-9)
+                assert abs(row[side] - other[side]) <= tolerance, (key, side, row, other)
+        assert rows[("rocmft_demo_identity", "exact_match")]["within_noise"] is False
+        assert eval_containers(client, run) == []
+    finally:
+        for container in eval_containers(client, run):
+            container.remove(force=True)
