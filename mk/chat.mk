@@ -4,12 +4,15 @@
 #   make serve RUN=last PORT=8000            http://127.0.0.1:8000/v1 until Ctrl-C, behind a key (export ROCMFT_API_KEY, else generated)
 #   make webui                               LlamaBoard on http://127.0.0.1:7860 (ARCH=, in its container)
 #   make eval RUN=last                       base vs tuned on the held-out rows: eval.json + eval.md in the run dir
+#   make eval RUN=last TASKS=mmlu,gsm8k      base vs tuned on lm-evaluation-harness tasks (or a task YAML's path)
 # Each runs where the run trained (RUNTIME=local|docker to choose), with the run's own template.
 .PHONY: chat serve webui eval
 PORT ?=
 PROMPT_FILE ?=
 DATA ?=
 N ?=
+LIMIT ?=
+FEWSHOT ?=
 # HOST and PROMPT count only when given on make's command line ($(call from_cmdline,...)): zsh keeps HOST
 # (the machine's name) and PROMPT (its prompt string) as shell variables, and one exported by a profile must
 # not become a bind address or a question.
