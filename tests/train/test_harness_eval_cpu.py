@@ -94,3 +94,24 @@ def test_bad_tasks_are_one_line_exit_2_and_nothing_is_evaluated(harness_evaluate
         assert "make fetch TASKS=arc_easy" in errors[0] and "allenai/ai2_arc" in errors[0]
     assert "[rocmft] harness: base =" not in proc.stderr  # no model was loaded
     assert (run / "eval.json").read_text() == before
+
+
+def test_a_task_yaml_by_its_path_with_a_row_limit(harness_evaluated_demo, tmp_path):
+    """TASKS=<path to a task YAML> (a team's own benchmark, here a copy of the shipped identity task under another
+    name, outside eval_tasks/) and LIMIT=3: the harness reads the file, scores 3 rows, eval.json says so."""
+    run, env, _ = harness_evaluated_demo
+    folder = ROOT / ".cache" / "test-own-task"
+    folder.mkdir(parents=True, exist_ok=True)
+    own = folder / "own_identity.yaml"
+    own.write_text((ROOT / "eval_tasks" / "rocmft_demo" / "identity.yaml").read_text()
+                   .replace("task: rocmft_demo_identity", "task: our_identity_check"))
+    try:
+        proc = subprocess.run(["make", "-s", "eval", "RUN=last", f"TASKS={own.relative_to(ROOT)}", "LIMIT=3"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    finally:
+        own.unlink()
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    section = json.loads((run / "eval.json").read_text())["harness"]
+    (row,) = [r for r in section["rows"] if r["task"] == "our_identity_check"]
+    assert row["n"] == 3 and section["limit"] == 3 and row["tuned"] > row["base"], section
+    assert section["tasks"] == [str(own.relative_to(ROOT))]

@@ -28,13 +28,12 @@ def _offline() -> bool:
 def resolve_tasks(spec: dict[str, Any]):
     """(task manager, the task list for simple_evaluate, problems). One problem line per task that is unknown or
     whose data could not be loaded."""
-    from lm_eval import utils
     from lm_eval.tasks import TaskManager, get_task_dict
 
     manager = TaskManager(include_path=spec["include_paths"])
     known = set(manager.all_tasks)
     problems: list[str] = []
-    wanted: list[Any] = []
+    wanted: list[str] = []  # task names and task YAML paths, as the harness takes both
     for name in spec["tasks"]:
         if name in known:
             wanted.append(name)
@@ -42,15 +41,15 @@ def resolve_tasks(spec: dict[str, Any]):
         close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
         hint = f"the harness's closest: {', '.join(close)}" if close else "`lm_eval --tasks list` lists them"
         problems.append(f"TASKS: `{name}` is not an lm-evaluation-harness task or group ({hint})")
-    for path in spec["task_files"]:
-        try:
-            wanted.append(utils.load_yaml_config(yaml_path=path, mode="full"))
-        except Exception as exc:  # noqa: BLE001 - the file is the user's: say which and why, in one line
-            problems.append(f"TASKS: {path}: not a task YAML the harness can read ({type(exc).__name__}: {exc})")
+    for path in spec["task_files"]:  # the harness takes a task YAML's path as a task (TaskManager._load_spec)
+        if os.path.isfile(path):
+            wanted.append(path)
+        else:
+            problems.append(f"TASKS: {path}: no such task file here (the job reads paths from the project root)")
     if problems:
         return manager, wanted, problems
     for item in wanted:  # each one alone, to name the one whose data is missing
-        label = item if isinstance(item, str) else item.get("task") or item.get("group") or "?"
+        label = item
         try:
             get_task_dict([item], manager)
         except Exception as exc:  # noqa: BLE001 - datasets/hub errors have many types; each becomes one line
