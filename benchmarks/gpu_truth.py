@@ -78,6 +78,14 @@ GPU_MATRIX = (
            ("gpus_per_node=1", "deepspeed=none", "pure_bf16=true", "enable_liger_kernel=true"),
            "full fine-tune, pure bf16 (no fp32 master), no DeepSpeed: the full point that fits one card"),
 )
+# Asked for by name only (--only): the allocator's history on (callbacks/memory_trace.py), which slows the steps,
+# so their tokens/s are not the recipe's; metrics.json's memory_trace says what was live at the peak, by library.
+TRACE_MATRIX = (
+    Config("lora-neat-trace", "llama3-8b-lora", ("env.ROCMFT_MEMORY_TRACE=1",),
+           "lora-neat with the allocator history: what is live at the peak"),
+    Config("lora-neat-z3-trace", "llama3-8b-z3", ("gpus_per_node=1", "env.ROCMFT_MEMORY_TRACE=1"),
+           "lora-neat-z3 with the allocator history: what ZeRO-3 adds at the peak"),
+)
 DRY_MATRIX = (
     Config("lora-neat", "tiny-cpu", (), "tiny-cpu as shipped (LoRA, neat packing)"),
     Config("lora-padded", "tiny-cpu", ("neat_packing=false", "packing=false"), "padded rows"),
@@ -480,7 +488,7 @@ def run(args) -> int:
     matrix = DRY_MATRIX if args.dry_run else GPU_MATRIX
     if args.only:
         wanted = set(args.only.split(","))
-        matrix = tuple(c for c in matrix if c.name in wanted)
+        matrix = tuple(c for c in (*matrix, *(() if args.dry_run else TRACE_MATRIX)) if c.name in wanted)
     tiny = ROOT / "models" / "tiny-llama"
     if not (tiny / "config.json").is_file():
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py")], check=True, env=env, cwd=ROOT)

@@ -219,6 +219,7 @@ class MetricsCallback(TrainerCallback):
         self._real_tokens = 0  # features handed to the collator on this rank
         self._real_counted = False
         self._at_begin: dict[str, Any] = {}  # GPU memory when training begins: weights + optimizer, no activations
+        self._tracing = False  # ROCMFT_MEMORY_TRACE=1: the allocator's history, for memory_trace.peak_breakdown
         self.tokens_mode = os.environ.get("ROCMFT_METRICS_TOKENS", "non_padding")
         if self.tokens_mode not in TOKEN_MODES:
             raise ValueError(f"ROCMFT_METRICS_TOKENS={self.tokens_mode!r}: one of {', '.join(TOKEN_MODES)}")
@@ -247,6 +248,11 @@ class MetricsCallback(TrainerCallback):
 
             self._at_begin = {"at_train_begin_gib": torch.cuda.memory_allocated() / GIB,
                               "parameters": parameter_storage(kwargs.get("model"))}
+            if os.environ.get("ROCMFT_MEMORY_TRACE") == "1":
+                from . import memory_trace
+
+                memory_trace.start()
+                self._tracing = True
         self._sync()
         self._train_begin = time.perf_counter()
 
@@ -282,6 +288,12 @@ class MetricsCallback(TrainerCallback):
         self._begin = None
 
     def on_train_end(self, args, state, control, **kwargs):
+        trace = None
+        if self._tracing:
+            from . import memory_trace
+
+            trace = memory_trace.stop_and_summarize()
+            self._tracing = False
         allocated, reserved, rss = self._local_memory()
         (allocated, reserved, rss), scope = self._max_over_ranks([allocated, reserved, rss])
         warmup = warmup_for(int(state.max_steps or 0), self.wanted_warmup)
@@ -313,6 +325,7 @@ class MetricsCallback(TrainerCallback):
                 "scope": scope,
                 **self._at_begin,  # rank 0's
             },
+            **({"memory_trace": trace} if trace is not None else {}),  # rank 0's
             "steps": self.steps,
             **summarize(self.steps, warmup, world, self._tokens_at_begin),
             **real_rate(self.steps, warmup, world, real),
