@@ -16,19 +16,20 @@ from typing import Any
 
 GIB = 1024 ** 3
 MAX_ENTRIES = 500_000  # allocator events kept (a ring): a few steps of an 8B model's training
-# The first frame (innermost first) in one of these libraries names the allocation: "who asked", not torch's
-# internals. Without one, the innermost frame outside torch; else torch's own.
+# The libraries whose innermost frame names an allocation ("who asked", not torch's internals).
 OWNERS = ("deepspeed", "liger_kernel", "peft", "transformers", "accelerate", "llamafactory", "rocmft")
 
 
 def owner(frames: list[Mapping[str, Any]] | None) -> str:
+    """The innermost frame (torch lists them innermost first) inside one of OWNERS: the code that made the
+    tensor, not a wrapper around the whole forward (DeepSpeed's engine.forward, Liger's lce_forward hold every
+    activation). Without one, the innermost frame outside torch; else torch's own."""
     frames = frames or []
-    for library in OWNERS:
-        for frame in frames:
-            path = str(frame.get("filename", ""))
+    for frame in frames:
+        path = str(frame.get("filename", ""))
+        for library in OWNERS:
             if f"/{library}/" in path:
-                tail = path.split(f"/{library}/", 1)[1]
-                return f"{library}/{tail}:{frame.get('name', '?')}"
+                return f"{library}/{path.split(f'/{library}/', 1)[1]}:{frame.get('name', '?')}"
     for frame in frames:
         path = str(frame.get("filename", ""))
         if "/torch/" not in path and path:

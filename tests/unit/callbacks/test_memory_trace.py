@@ -15,8 +15,11 @@ DS = _frames("/x/torch/nn/functional.py", "/x/site-packages/deepspeed/runtime/ze
 HF = _frames("/x/torch/nn/modules/linear.py", "/x/site-packages/transformers/models/llama/modeling_llama.py")
 
 
-def test_owner_is_the_first_library_frame_then_a_non_torch_frame():
+def test_owner_is_the_innermost_library_frame_then_a_non_torch_frame():
     assert owner(DS) == "deepspeed/runtime/zero/stage3.py:f1"
+    # innermost first: transformers' layer inside DeepSpeed's engine.forward is the transformers frame
+    assert owner(_frames("/x/torch/a.py", "/x/transformers/models/llama/modeling_llama.py",
+                         "/x/deepspeed/runtime/engine.py")) == "transformers/models/llama/modeling_llama.py:f1"
     assert owner(_frames("/x/torch/a.py", "/home/u/train.py")) == "train.py:f1"
     assert owner(_frames("/x/torch/a.py")) == "torch (no caller recorded)" == owner(None)
 
