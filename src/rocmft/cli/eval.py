@@ -98,6 +98,8 @@ def harness_plan_for(args, env=None):
         chosen = harness_plan.settings(tasks=args.tasks, limit=args.limit, fewshot=args.fewshot, root=paths.root())
     except ProblemReport as report:
         problems += report.problems
+    if s is not None and chosen is not None:
+        problems += harness_plan.where_problems(s.target, chosen, s.runtime)
     if s is None or chosen is None or problems:
         raise ProblemReport(problems)
     train = yaml.safe_load((s.target.run_dir / "train.yaml").read_text()) or {}

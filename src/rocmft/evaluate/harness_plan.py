@@ -124,6 +124,22 @@ def settings(*, tasks: str | None, limit: str | int | None, fewshot: str | int |
     return Settings(names, files, includes, n_limit, n_fewshot)
 
 
+def where_problems(target: Target, chosen: Settings, runtime: str) -> list[Problem]:
+    """What this run and runtime cannot do with these tasks: one line each."""
+    problems = []
+    if target.adapter and target.carried.get("quantization_bit"):
+        problems.append(Problem("", "RUN", f"{target.run_path} is a quantized (QLoRA) run: the harness would load "
+                                "its base in full precision, not the 4-bit base its adapter trained on",
+                                f"make export RUN={target.name}, then make eval RUN={target.name} TASKS=... scores "
+                                "the merged export"))
+    if runtime == "docker":
+        for path in chosen.task_files:
+            if Path(path).is_absolute():
+                problems.append(Problem("", "TASKS", f"`{path}` is outside the project: the container sees only "
+                                        "the checkout", "copy the task YAML and its data into the project"))
+    return problems
+
+
 def build(target: Target, train: dict[str, Any], chosen: Settings, *, gpu: bool) -> HarnessPlan:
     tokenizer = _tokenizer_of(target)
     base = str(train.get("model_name_or_path") or target.model)

@@ -83,3 +83,17 @@ def test_headline_names_the_first_tasks_metric_and_its_change():
     section = {"headline": {"task": "t", "metric": "acc", "tuned": 0.6, "diff": 0.1}}
     assert harness_report.headline(section) == "t acc 0.6 (+0.1)"
     assert harness_report.headline(None) == "" and harness_report.headline({"headline": None}) == ""
+
+
+def test_a_qlora_run_and_an_outside_yaml_in_a_container_are_refused(tmp_path):
+    outside = tmp_path.parent / "outside-task.yaml"
+    outside.write_text("task: x\n")
+    try:
+        chosen = _settings(tmp_path, tasks=str(outside))
+    finally:
+        outside.unlink()
+    target = Target(Path("runs/q"), "runs/q", "q", "cpu", "docker", "models/base", "runs/q/output", "llama3",
+                    "adapter", {"quantization_bit": 4})
+    keys = [p.key for p in harness_plan.where_problems(target, chosen, "docker")]
+    assert keys == ["RUN", "TASKS"]
+    assert harness_plan.where_problems(_target("runs/r/output"), chosen, "local") == []
