@@ -143,12 +143,12 @@ def run(args) -> int:
         return _evaluate(s, built, job(s, built, str(spec_file)), args.image, verbose)
 
 
-def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
-    import json
+def _run_job(s, plan, image: str | None, verbose: bool, what: str) -> tuple[int, str, list[str]]:
+    """Both reports' way to their job: the session's notes, `what` it compares, then the job where the run
+    trained (this venv, or the arch's container). -> (exit code, stdout, the log's tail)."""
     import os
     import sys
 
-    from ..evaluate import report
     from ..problems import raise_if_errors
     from ..serve import local
 
@@ -157,22 +157,43 @@ def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
         messages += raise_if_errors(local.check(plan, s.arch))
     for problem in messages:
         print(problem.line(), file=sys.stderr)
-    print(f"[rocmft] eval {s.target.name}: base {built.passes['base.loss']['model_name_or_path']} vs "
-          f"{s.target.what}, on {built.data} rows ({s.runtime})", file=sys.stderr, flush=True)
+    print(f"[rocmft] eval {s.target.name}: {what} ({s.runtime})", file=sys.stderr, flush=True)
     if s.runtime == "local":
-        code, out, tail = _local(plan, s.arch, verbose)
-    else:
-        from ..serve import docker
+        return _local(plan, s.arch, verbose)
+    from ..serve import docker
 
-        client, spec = docker.prepare(plan, s.arch, image_ref=image, gpus=s.gpus, caller_env=os.environ)
-        code, out, tail = docker.ask(client, spec, os.environ, verbose=verbose)
+    client, spec = docker.prepare(plan, s.arch, image_ref=image, gpus=s.gpus, caller_env=os.environ)
+    return docker.ask(client, spec, os.environ, verbose=verbose)
+
+
+def _failed(code: int, tail: list[str]) -> int:
+    import sys
+
+    for line in tail:
+        print(line, file=sys.stderr)
+    print(f"[rocmft] eval FAILED (exit code {code}): the lines above are the end of its log", file=sys.stderr)
+    return code
+
+
+def _last_json(out: str):
+    """The job's last line: its word, checked before anything is written from it."""
+    import json
+
+    return json.loads((out.strip().splitlines() or ["null"])[-1])
+
+
+def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
+    import sys
+
+    from ..evaluate import report
+
+    code, out, tail = _run_job(s, plan, image, verbose,
+                               f"base {built.passes['base.loss']['model_name_or_path']} vs {s.target.what}, "
+                               f"on {built.data} rows")
     if code != 0:
-        for line in tail:
-            print(line, file=sys.stderr)
-        print(f"[rocmft] eval FAILED (exit code {code}): the lines above are the end of its log", file=sys.stderr)
-        return code
-    try:  # the job's last line: its word, checked before anything is written from it
-        passes = json.loads((out.strip().splitlines() or ["null"])[-1])
+        return _failed(code, tail)
+    try:
+        passes = _last_json(out)
         if not isinstance(passes, dict):
             raise TypeError(f"a JSON {type(passes).__name__}, not an object")
         result = report.build(built, passes)
@@ -187,41 +208,24 @@ def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
 
 
 def _harness(s, built, plan, image: str | None, verbose: bool) -> int:
-    import json
-    import os
     import sys
 
     from ..evaluate import harness_report, report
-    from ..problems import EXIT_INVALID, raise_if_errors
-    from ..serve import local
+    from ..problems import EXIT_INVALID
 
-    messages = list(s.messages)
-    if s.runtime == "local":
-        messages += raise_if_errors(local.check(plan, s.arch))
-    for problem in messages:
-        print(problem.line(), file=sys.stderr)
-    print(f"[rocmft] eval {s.target.name}: lm-evaluation-harness {built.task_list}, base "
-          f"{built.sides['base']['model']} vs {s.target.what} ({s.runtime})", file=sys.stderr, flush=True)
-    if s.runtime == "local":
-        code, out, tail = _local(plan, s.arch, verbose)
-    else:
-        from ..serve import docker
-
-        client, spec = docker.prepare(plan, s.arch, image_ref=image, gpus=s.gpus, caller_env=os.environ)
-        code, out, tail = docker.ask(client, spec, os.environ, verbose=verbose)
+    code, out, tail = _run_job(s, plan, image, verbose,
+                               f"lm-evaluation-harness {built.task_list}, base {built.sides['base']['model']} "
+                               f"vs {s.target.what}")
     try:
-        answer = json.loads((out.strip().splitlines() or ["null"])[-1])
-    except ValueError:
+        answer = _last_json(out)
+    except (ValueError, RecursionError):
         answer = None
-    if isinstance(answer, dict) and isinstance(answer.get("problems"), list):
+    if isinstance(answer, dict) and isinstance(answer.get("problems"), list):  # the job's refusal, one line each
         for line in answer["problems"]:
             print(f"error: {line}", file=sys.stderr)
         return EXIT_INVALID
     if code != 0:
-        for line in tail:
-            print(line, file=sys.stderr)
-        print(f"[rocmft] eval FAILED (exit code {code}): the lines above are the end of its log", file=sys.stderr)
-        return code
+        return _failed(code, tail)
     try:
         if not isinstance(answer, dict):
             raise TypeError("not a JSON object")
