@@ -16,6 +16,7 @@ from rocmft.image import docker_api, find_image, rehearsal
 from rocmft.image.selfcheck import REHEARSAL_SKIPS
 from rocmft.image.versions import from_lock
 from tests.docker.test_image import client  # noqa: F401 - the one daemon fixture of the image tests
+from tests.docker.test_image import run_container
 
 pytestmark = pytest.mark.docker
 
@@ -30,17 +31,6 @@ def image(request, client):
     if found is None:
         pytest.fail(f"no {rehearsal.tag(request.param)}: {BUILD_HINT}")
     return request.param, found
-
-
-def run_container(client, image, command, *, environment=None, timeout=300):
-    container = client.containers.create(image.id, command, environment=environment or {}, init=True,
-                                         network_mode="none", working_dir="/workspace")
-    try:
-        container.start()
-        status = container.wait(timeout=timeout)
-        return status["StatusCode"], container.logs(stdout=True, stderr=True).decode(errors="replace")
-    finally:
-        container.remove(force=True)
 
 
 def test_rehearsal_labels_are_the_rehearsal_plan_and_never_a_usable_tag(client, image):
