@@ -128,19 +128,15 @@ def run(args) -> int:
     from ..serve import private_file
 
     verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
-    if args.tasks is not None:
-        s, built = harness_plan_for(args)
-        if args.print_runtime:
-            print(s.runtime)
-            return 0
-        with private_file.holding(json.dumps(built.spec())) as spec_file:
-            return _harness(s, built, harness_job(s, built, str(spec_file)), args.image, verbose)
-    s, built = plan_for(args)
+    # the held-out report, or (--tasks) the harness's benchmarks: each its own plan, job and report
+    planned, make_job, report = (harness_plan_for, harness_job, _harness) if args.tasks is not None else \
+        (plan_for, job, _evaluate)
+    s, built = planned(args)
     if args.print_runtime:
         print(s.runtime)
         return 0
     with private_file.holding(json.dumps(built.spec())) as spec_file:
-        return _evaluate(s, built, job(s, built, str(spec_file)), args.image, verbose)
+        return report(s, built, make_job(s, built, str(spec_file)), args.image, verbose)
 
 
 def _run_job(s, plan, image: str | None, verbose: bool, what: str) -> tuple[int, str, list[str]]:
