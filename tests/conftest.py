@@ -7,6 +7,7 @@ that parallel changes rebase without touching each other's lines."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -130,6 +131,18 @@ def _fingerprint(folder: Path) -> dict[str, str]:
             for f in sorted(folder.rglob("*")) if f.is_file()}
 
 
+@contextlib.contextmanager
+def _unchanged(folder: Path, what: str):
+    """A session fixture's run is read by many tests, in whatever order pytest picks: one that wrote into it
+    would change what the others see (CI failed so once: a test's own task replaced the harness section another
+    test compared with). The session fails at its end if anything in `folder` changed."""
+    before = _fingerprint(folder)
+    yield
+    after = _fingerprint(folder)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"a test wrote into {what} {folder} (work on a copy: TrainedRun.copy_to): {changed[:20]}"
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, tiny_model) -> TrainedRun:
     """tiny-cpu trained once, as the README shows it: `make train RECIPE=tiny-cpu RUNTIME=local RUN_NAME=...`
@@ -142,11 +155,8 @@ def trained_run(tmp_path_factory, tiny_model) -> TrainedRun:
                           check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
     run = TrainedRun(Path(env["ROCMFT_RUNS"]) / "shared", proc.stdout)
-    before = _fingerprint(run.path)
-    yield run
-    after = _fingerprint(run.path)
-    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    assert not changed, f"a test wrote into the shared trained run (use TrainedRun.copy_to): {changed[:20]}"
+    with _unchanged(run.path, "the shared trained run"):
+        yield run
 
 
 # ---- the demo, once for the session (`demo_run`): `make demo` as a new user runs it (issue 23)
@@ -160,7 +170,9 @@ def demo_run(tmp_path_factory, tiny_model) -> TrainedRun:
     proc = subprocess.run(["make", "-s", "demo", "RUN_NAME=demo"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    return TrainedRun(Path(env["ROCMFT_RUNS"]) / "demo", proc.stdout)
+    run = TrainedRun(Path(env["ROCMFT_RUNS"]) / "demo", proc.stdout)
+    with _unchanged(run.path, "the shared demo run"):
+        yield run
 
 
 # ---- `make eval` of a copy of `trained_run`, once for the session (`evaluated_run`): the venv's eval.json, which
@@ -186,7 +198,8 @@ def evaluated_run(trained_run: TrainedRun, tmp_path_factory):
             mark.stop()
     output = (tmp / "out").read_text()
     assert proc.wait() == 0, output[-3000:]
-    return run, env, output, seen
+    with _unchanged(run, "the session's evaluated run"):
+        yield run, env, output, seen
 
 
 # ---- `make eval TASKS=rocmft_demo` of a copy of `demo_run`, once for the session (`harness_evaluated_demo`): the
@@ -205,7 +218,8 @@ def harness_evaluated_demo(demo_run: TrainedRun, tmp_path_factory):
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
                           check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    return run, env, proc.stdout
+    with _unchanged(run, "the session's harness-evaluated demo run"):
+        yield run, env, proc.stdout
 
 
 # ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)

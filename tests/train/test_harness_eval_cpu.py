@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, rocmft
+from tests.conftest import ROOT, make_env, rocmft
 
 pytestmark = pytest.mark.train
 
@@ -98,8 +100,10 @@ def test_bad_tasks_are_one_line_exit_2_and_nothing_is_evaluated(harness_evaluate
 
 def test_a_task_yaml_by_its_path_with_a_row_limit(harness_evaluated_demo, tmp_path):
     """TASKS=<path to a task YAML> (a team's own benchmark, here a copy of the shipped identity task under another
-    name, outside eval_tasks/) and LIMIT=3: the harness reads the file, scores 3 rows, eval.json says so."""
-    run, env, _ = harness_evaluated_demo
+    name, outside eval_tasks/) and LIMIT=3: the harness reads the file, scores 3 rows, eval.json says so; the
+    earlier section (rocmft_demo) is replaced. On a copy: the session's run is read by the other tests."""
+    env = make_env(tmp_path)
+    run = Path(shutil.copytree(harness_evaluated_demo[0], tmp_path / "runs" / "own-task", symlinks=True))
     folder = ROOT / ".cache" / "test-own-task"
     folder.mkdir(parents=True, exist_ok=True)
     own = folder / "own_identity.yaml"
@@ -115,3 +119,4 @@ def test_a_task_yaml_by_its_path_with_a_row_limit(harness_evaluated_demo, tmp_pa
     (row,) = [r for r in section["rows"] if r["task"] == "our_identity_check"]
     assert row["n"] == 3 and section["limit"] == 3 and row["tuned"] > row["base"], section
     assert section["tasks"] == [str(own.relative_to(ROOT))]
+    assert not [r for r in section["rows"] if r["task"].startswith("rocmft_demo")], section
