@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, TrainedRun, make_env
+from tests.conftest import ROOT, TrainedRun, make_env, rocmft
 from tests.docker.test_container_train import client, cpu_image  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.docker
@@ -74,3 +74,19 @@ def test_make_eval_tasks_in_the_container(demo_run: TrainedRun, harness_evaluate
     finally:
         for container in eval_containers(client, run):
             container.remove(force=True)
+
+
+@pytest.mark.parametrize("tasks", [[], ["--tasks", "rocmft_demo"]], ids=["held-out", "harness"])
+def test_a_missing_image_is_one_line_exit_2_and_nothing_starts(client, tmp_path, tasks):  # noqa: F811
+    """Both reports, RUNTIME=docker with an image the real daemon lacks: one line naming the build command, exit 2,
+    no container, no eval.json (a run dir written by hand: nothing may load it)."""
+    from tests.unit.serve.conftest import make_run
+
+    run = make_run(tmp_path / "runs", "no-image", runtime="docker", val_size=0.1)
+    proc = rocmft("eval", str(run), "--runtime", "docker", "--image", "rocmft:no-such-image", *tasks,
+                  env=make_env(tmp_path), timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: image: image rocmft:no-such-image is not present locally (rocmft never pulls) "
+                      "(build it: `make image ARCH=cpu OFFLINE=1` (no registry needed))"], proc.stderr
+    assert eval_containers(client, run) == [] and not (run / "eval.json").exists()

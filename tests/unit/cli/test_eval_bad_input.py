@@ -24,9 +24,10 @@ def errors(proc) -> list[str]:
     return [line for line in lines if line.startswith("error: ")]
 
 
-def test_a_run_with_nothing_saved(env, tmp_path):
+@pytest.mark.parametrize("tasks", [[], ["--tasks", "rocmft_demo"]], ids=["held-out", "harness"])
+def test_a_run_with_nothing_saved(env, tmp_path, tasks):
     make_run(tmp_path / "runs", "broken", state="failed", adapter=False, val_size=0.1)
-    assert errors(rocmft("eval", "broken", env=env)) == [
+    assert errors(rocmft("eval", "broken", *tasks, env=env)) == [
         (f"error: RUN: {tmp_path}/runs/broken has no adapter to load: the run ended failed before its first save "
          "(it saves every 6 steps) (pick a run that saved one: `make runs`)")]
     assert not (tmp_path / "runs" / "broken" / "eval.json").exists()
