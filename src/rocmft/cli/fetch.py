@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import fetch, paths
+from .. import paths
+from ..fetch import plan as fetch
 from ..problems import Problem, ProblemReport, raise_if_errors
 from .common import overrides, warn
 

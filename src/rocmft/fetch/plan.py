@@ -1,7 +1,7 @@
 """`make fetch`: what to download into the HF cache, and the command that downloads it.
 
 A login node with internet fetches; the Slurm job on compute nodes without it then runs with HF_HUB_OFFLINE=1
-from the same HF_HOME. The download itself (`fetch_worker`, huggingface_hub.snapshot_download: a progress bar,
+from the same HF_HOME. The download itself (`fetch.worker`, huggingface_hub.snapshot_download: a progress bar,
 resumed where it stopped; a benchmark's datasets through lm-evaluation-harness's own task loading) runs where
 huggingface_hub and lm_eval are: the training venv, or the arch's image. Everything
 here is pure: the targets from a recipe's rendered args, and the plan (argv, environment, secrets by name).
@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import hubcache
-from .recipes import SECRET_ENV
+from .. import hubcache
+from ..recipes import SECRET_ENV
 
-WORKER = ("-m", "rocmft.fetch_worker")
+WORKER = ("-m", "rocmft.fetch.worker")
 # What the download passes on to the job and nothing else (HF_HUB_OFFLINE too: a cache hit is then said offline).
 PASSED_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_ENDPOINT", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
               "HF_HUB_ENABLE_HF_TRANSFER", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")
@@ -50,7 +50,7 @@ def targets(args: Mapping[str, Any], root: Path) -> tuple[list[Target], list[str
     """(Hub repos the run reads, notes on what needs no fetching). Datasets: LLaMA-Factory's dataset_info entries
     with `hf_hub_url`, every name under `dataset_dir: ONLINE`, the repo of `dataset_dir: REMOTE:<repo>`
     (llamafactory/data/parser.py)."""
-    from .validate.inputs import is_local_path
+    from ..validate.inputs import is_local_path
 
     found: list[Target] = []
     notes: list[str] = []

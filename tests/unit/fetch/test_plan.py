@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from rocmft import fetch, hubcache, paths
-from rocmft.fetch import Target
+from rocmft import hubcache, paths
+from rocmft.fetch import plan as fetch
+from rocmft.fetch.plan import Target
 from tests.conftest import PYTHON, rocmft
 
 REPO = "meta-llama/Meta-Llama-3-8B-Instruct"
@@ -39,7 +40,7 @@ def test_hub_datasets_are_fetched_too(tmp_path):
 def test_venv_plan_names_the_token_and_never_holds_it(tmp_path):
     env = {"HF_TOKEN": "hf_secret_value", "HF_HOME": str(tmp_path / "hf"), "WANDB_API_KEY": "w"}
     plan = fetch.venv_plan([Target(REPO, "model"), Target("org/ds", "dataset")], env, "/venv/bin/python")
-    assert plan.argv == ("/venv/bin/python", "-m", "rocmft.fetch_worker", "--model", REPO, "--dataset", "org/ds")
+    assert plan.argv == ("/venv/bin/python", "-m", "rocmft.fetch.worker", "--model", REPO, "--dataset", "org/ds")
     assert plan.env == {"HF_HOME": str((tmp_path / "hf").resolve())}
     assert plan.secret_env == ("HF_TOKEN",)
     assert "hf_secret_value" not in plan.to_json()
@@ -54,7 +55,7 @@ def test_image_plan_mounts_the_cache_where_the_job_does_and_passes_the_token_by_
     assert f"--volume={hf}:{hf}" in argv and "--volume=/big/hub:/big/hub" in argv
     assert f"--volume={tmp_path / 'proj'}:{tmp_path / 'proj'}:ro" in argv
     assert f"--env=HF_HOME={hf}" in argv and "--env=HF_TOKEN" in argv
-    assert argv[argv.index("sha256:abc"):] == ["sha256:abc", "python", "-m", "rocmft.fetch_worker", "--model", REPO]
+    assert argv[argv.index("sha256:abc"):] == ["sha256:abc", "python", "-m", "rocmft.fetch.worker", "--model", REPO]
     assert "hf_secret_value" not in " ".join(argv) + plan.to_json()
 
 
@@ -94,7 +95,7 @@ def test_print_shows_the_plan_of_a_gpu_recipe_without_the_token(job_env, tmp_pat
     proc = rocmft("fetch", "llama3-8b-lora", "--runtime", "local", "--print", env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert plan["argv"] == [PYTHON, "-m", "rocmft.fetch_worker", "--model", REPO]
+    assert plan["argv"] == [PYTHON, "-m", "rocmft.fetch.worker", "--model", REPO]
     assert plan["secret_env"] == ["HF_TOKEN"] and "hf_secret_value" not in proc.stdout
 
 
@@ -107,7 +108,7 @@ def test_tasks_plan_as_data_names_each_task_and_the_projects_task_folder_and_the
     found = fetch.task_targets("mmlu, arc_easy,,mmlu", tmp_path)
     assert found == [Target("mmlu", "task"), Target("arc_easy", "task")]
     plan = fetch.venv_plan(found, env, "/venv/bin/python", paths.root())
-    assert plan.argv == ("/venv/bin/python", "-m", "rocmft.fetch_worker", "--task", "mmlu", "--task", "arc_easy",
+    assert plan.argv == ("/venv/bin/python", "-m", "rocmft.fetch.worker", "--task", "mmlu", "--task", "arc_easy",
                          "--include-path", str(paths.root() / "eval_tasks"))
     assert plan.env == {"HF_HOME": str((tmp_path / "hf").resolve()), "HF_DATASETS_OFFLINE": "0"}
     assert plan.secret_env == ("HF_TOKEN",) and "hf_secret_value" not in plan.to_json()
@@ -121,7 +122,7 @@ def test_a_task_yaml_is_handed_over_by_its_absolute_path_and_the_image_plan_sees
     plan = fetch.image_plan(found, {"HF_HOME": str(tmp_path / "hf")}, "sha256:abc", tmp_path, 1000, 1000)
     argv = list(plan.argv)
     assert argv[argv.index("sha256:abc"):] == [
-        "sha256:abc", "python", "-m", "rocmft.fetch_worker", "--task", str(tmp_path / "mine" / "held_out.yaml"),
+        "sha256:abc", "python", "-m", "rocmft.fetch.worker", "--task", str(tmp_path / "mine" / "held_out.yaml"),
         "--task", "arc_easy", "--include-path", str(tmp_path / "eval_tasks")]
     assert f"--volume={tmp_path}:{tmp_path}:ro" in argv  # the project (its eval_tasks/) at the same path
 
@@ -132,7 +133,7 @@ def test_print_of_make_fetch_tasks_with_a_recipe_plans_the_model_and_the_tasks(j
                   timeout=120)
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert plan["argv"] == [PYTHON, "-m", "rocmft.fetch_worker", "--model", REPO, "--task", "mmlu", "--task", "arc_easy",
+    assert plan["argv"] == [PYTHON, "-m", "rocmft.fetch.worker", "--model", REPO, "--task", "mmlu", "--task", "arc_easy",
                             "--include-path", str(paths.root() / "eval_tasks")]
     assert plan["env"]["HF_HOME"] == job_env["HF_HOME"]
 

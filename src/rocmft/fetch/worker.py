@@ -1,5 +1,5 @@
-"""`python -m rocmft.fetch_worker --model ORG/NAME [--dataset ORG/NAME ...] [--task NAME ... --include-path DIR]`:
-the download `make fetch` plans (rocmft.fetch), run where huggingface_hub and lm_eval are (the training venv or
+"""`python -m rocmft.fetch.worker --model ORG/NAME [--dataset ORG/NAME ...] [--task NAME ... --include-path DIR]`:
+the download `make fetch` plans (rocmft.fetch.plan), run where huggingface_hub and lm_eval are (the training venv or
 the image).
 
 huggingface_hub.snapshot_download into the HF cache: its tqdm bars show progress, and an interrupted download
