@@ -395,7 +395,8 @@ def render(report: Report) -> list[str]:
         lines.append("GPUs (ROCr order, what GPUS= counts in):")
         lines += [f"  {g}" for g in report.gpus]
     if report.no_gpu:
-        lines.append("No GPU here: the GPU path needs an AMD GPU. Try `make demo` (tiny model, CPU, ~20 s).")
+        lines.append("No GPU here: the GPU path needs an AMD GPU. Try `make demo` (a tiny model on CPU: "
+                     "~1.5 min from a fresh clone, ~45 s once .venv is set up; docs/development.md).")
     elif report.suggested_arch:
         lines.append(f"Suggested: ARCH={report.suggested_arch}  (e.g. make train RECIPE=... ARCH={report.suggested_arch})")
     # Devices and drivers present say nothing of what they compute: the canary trains on this stack.
