@@ -22,6 +22,7 @@ from ..problems import Problem, ProblemReport
 from ..serve.target import Target
 
 SHIPPED_TASKS = "eval_tasks"  # the project's own tasks (eval_tasks/rocmft_demo: the demo's identity question)
+TASK_FILE_SUFFIXES = (".yaml", ".yml")  # a task in the harness's own YAML format, by its path
 # CPU: a fixed small batch (the harness's `auto` probes for the largest batch that fits a GPU's memory by trying
 # and catching CUDA out-of-memory errors, which a CPU never raises); a GPU: `auto`, as the harness recommends.
 CPU_BATCH = 8
@@ -75,7 +76,7 @@ def parse_tasks(text: str | None, root: Path) -> tuple[tuple[str, ...], tuple[st
         problems.append(Problem("", "TASKS", "no task named",
                                 "e.g. TASKS=rocmft_demo, TASKS=mmlu,arc_easy,hellaswag,gsm8k, or TASKS=path/to/task.yaml"))
     for item in items:
-        if item.endswith((".yaml", ".yml")) or "/" in item:
+        if item.endswith(TASK_FILE_SUFFIXES) or "/" in item:
             path = Path(item).expanduser()
             full = path if path.is_absolute() else root / path
             if not full.is_file():

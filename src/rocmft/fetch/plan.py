@@ -17,15 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import hubcache
+from ..evaluate.harness_plan import SHIPPED_TASKS, TASK_FILE_SUFFIXES
 from ..recipes import SECRET_ENV
 
 WORKER = ("-m", "rocmft.fetch.worker")
 # What the download passes on to the job and nothing else (HF_HUB_OFFLINE too: a cache hit is then said offline).
 PASSED_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_ENDPOINT", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
               "HF_HUB_ENABLE_HF_TRANSFER", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")
-# The project's own lm-evaluation-harness tasks (the demo's), found by name beside the harness's.
-TASKS_DIR = "eval_tasks"
-TASK_FILE_SUFFIXES = (".yaml", ".yml")
 
 
 @dataclass(frozen=True)
@@ -106,8 +104,8 @@ def worker_args(found: list[Target], root: Path | None = None) -> list[str]:
     words: list[str] = []
     for target in found:
         words += [f"--{target.repo_type}", target.repo_id]
-    if root is not None and any(t.repo_type == "task" for t in found):
-        words += ["--include-path", str(root / TASKS_DIR)]
+    if root is not None and any(t.repo_type == "task" for t in found):  # the project's own, beside the harness's
+        words += ["--include-path", str(root / SHIPPED_TASKS)]
     return words
 
 
