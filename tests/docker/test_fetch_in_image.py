@@ -55,4 +55,5 @@ def test_fetch_tasks_in_the_image_offline_the_shipped_local_task_and_an_unknown_
     unknown = rocmft("fetch", "--tasks", "rocmft_dem", "--runtime", "docker", "--arch", "cpu", env=env, timeout=600)
     assert unknown.returncode == 2
     assert unknown.stderr.strip().splitlines()[-1].startswith(
-        "error: lm-evaluation-harness has no task `rocmft_dem`; closest: rocmft_demo"), unknown.stderr[-2000:]
+        "error: TASKS: `rocmft_dem` is not an lm-evaluation-harness task or group (the harness's closest: "
+        "rocmft_demo"), unknown.stderr[-2000:]

@@ -10,13 +10,13 @@ seconds, not a model load.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
 import sys
 from typing import Any
 
 from ..serve.private_file import read
+from . import harness_names
 
 EXIT_INVALID = 2
 
@@ -38,9 +38,7 @@ def resolve_tasks(spec: dict[str, Any]):
         if name in known:
             wanted.append(name)
             continue
-        close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
-        hint = f"the harness's closest: {', '.join(close)}" if close else "`lm_eval --tasks list` lists them"
-        problems.append(f"TASKS: `{name}` is not an lm-evaluation-harness task or group ({hint})")
+        problems.append(f"TASKS: {harness_names.unknown(name, known)}")
     for path in spec["task_files"]:  # the harness takes a task YAML's path as a task (TaskManager._load_spec)
         if os.path.isfile(path):
             wanted.append(path)

@@ -15,9 +15,11 @@ datasets cache, where the eval, offline, then finds it. Every name is checked be
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
+
+from ..evaluate import harness_names
+from ..evaluate.harness_plan import TASK_FILE_SUFFIXES
 
 # A model repo often carries other formats of the same weights that LLaMA-Factory never reads (Llama-3's
 # original/consolidated.*.pth doubles the download: 16 GB for the 8B).
@@ -62,17 +64,9 @@ def task_manager(include_path: list[str]):
 
 
 def unknown_tasks(names: list[str], known: list[str]) -> list[str]:
-    """One line per name the harness does not know (a task YAML path is known when the file exists), with the
-    harness's closest names."""
-    lines = []
-    for name in names:
-        if name in known or (name.endswith((".yaml", ".yml")) and os.path.isfile(name)):
-            continue
-        close = difflib.get_close_matches(name, known, n=5, cutoff=0.6)
-        lines.append(f"error: lm-evaluation-harness has no task `{name}`"
-                     + (f"; closest: {', '.join(close)}" if close else "")
-                     + " (`lm-eval ls tasks` lists them all)")
-    return lines
+    """One line per name the harness does not know (a task YAML path is known when the file exists)."""
+    return [f"error: TASKS: {harness_names.unknown(name, known)}" for name in names
+            if name not in known and not (name.endswith(TASK_FILE_SUFFIXES) and os.path.isfile(name))]
 
 
 def fetch_task(manager, name: str) -> tuple[int, str]:

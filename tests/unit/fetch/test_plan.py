@@ -151,8 +151,8 @@ def test_fetch_tasks_unknown_name_is_one_line_with_the_harness_closest_names_exi
     proc = rocmft("fetch", "--tasks", "rocmft_demo,arc_esy", "--runtime", "local", env=env, timeout=300)
     assert proc.returncode == 2 and proc.stdout == ""
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("error: lm-evaluation-harness has no task `arc_esy`; closest: arc_easy, ") and \
-        line.endswith(" (`lm-eval ls tasks` lists them all)"), line
+    assert line.startswith("error: TASKS: `arc_esy` is not an lm-evaluation-harness task or group "
+                           "(the harness's closest: arc_easy, ") and line.endswith(")"), line
     assert not (tmp_path / "hf" / "datasets").exists()  # the known one was not fetched either
 
 
