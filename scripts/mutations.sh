@@ -23,6 +23,7 @@ run resume_lr_noop '/def on_train_begin(self, args, state, control/a\        ret
   tests/unit/test_resume_lr_callback.py
 run digest_validate_only 's|validate.judging_source(place.kind, paths.root())|validate.judging_source(place.kind, paths.root()) / "validate"|' src/rocmft/pipeline.py \
   tests/unit/validate/test_cache.py
+# The same mutation twice: with -x the first failing test stops a run, and each anchor must kill it on its own.
 run throughput_half 's|^        tps = (lo \* w.peak_tflops \* 1e12 / flops \* factor, hi \* w.peak_tflops \* 1e12 / flops \* factor)|        tps = (0.5 * lo * w.peak_tflops * 1e12 / flops * factor, 0.5 * hi * w.peak_tflops * 1e12 / flops * factor)|' src/rocmft/plan/throughput.py \
   tests/unit/plan/test_published_throughput.py
 run throughput_half_readme 's|^        tps = (lo \* w.peak_tflops \* 1e12 / flops \* factor, hi \* w.peak_tflops \* 1e12 / flops \* factor)|        tps = (0.5 * lo * w.peak_tflops * 1e12 / flops * factor, 0.5 * hi * w.peak_tflops * 1e12 / flops * factor)|' src/rocmft/plan/throughput.py \
