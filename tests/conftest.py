@@ -384,7 +384,8 @@ def _leftover_containers(tmp_root: str) -> list:
         client = connect(timeout=60)
     except ProblemReport:  # no daemon to ask: nothing of ours can run there
         return []
-    return [c for c in client.containers.list(all=True) if processes.ours(c, _STARTED, tmp_root, str(ROOT))]
+    return [c for c in client.containers.list(all=True, ignore_removed=True)
+            if processes.ours(c, _STARTED, tmp_root, str(ROOT))]
 
 
 def pytest_sessionfinish(session, exitstatus):

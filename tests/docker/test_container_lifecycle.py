@@ -42,7 +42,7 @@ def spec(image_id: str, run_dir: Path, name: str, **changes) -> rt.ContainerSpec
 
 
 def named(client, name: str) -> list:  # noqa: F811
-    return [c for c in client.containers.list(all=True, filters={"name": name}) if c.name == name]
+    return [c for c in client.containers.list(all=True, ignore_removed=True, filters={"name": name}) if c.name == name]
 
 
 @pytest.fixture

@@ -67,7 +67,8 @@ def cpu_image(client):
 
 
 def containers_of(client, run_dir: Path) -> list:
-    return client.containers.list(all=True, filters={"label": f"ai.rocmft.run={run_dir}"})
+    # ignore_removed: the SDK inspects each listed container, and one removed in between is no error here
+    return client.containers.list(all=True, ignore_removed=True, filters={"label": f"ai.rocmft.run={run_dir}"})
 
 
 def losses(run_dir: Path) -> list[float]:
@@ -194,8 +195,10 @@ def _start_launcher(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path, 
     name = f"{name}-{uuid.uuid4().hex[:6]}"  # the container is rocmft-<run name>: unique on a shared daemon
     env = offline_env(tmp_path)
     log = tmp_path / f"{name}.out"
+    # a job that cannot end on its own before the test acts on it: 200 steps took ~10 s in the CPU image, and
+    # a CI run once saw that container gone before its first poll saw it train; the test's finally removes it
     proc = subprocess.Popen([PYTHON, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "docker",
-                             "--run-name", name, "--set", "max_steps=200 save_steps=1000"],
+                             "--run-name", name, "--set", "max_steps=100000 save_steps=100000"],
                             cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     return proc, tmp_path / "runs" / name, log
 
@@ -207,6 +210,9 @@ def _wait_training(client, proc, run_dir: Path, log: Path, timeout: float = 600)
     def training() -> bool:
         assert proc.poll() is None, log.read_text()[-3000:]
         found = containers_of(client, run_dir)
+        if not found and events.steps(events.read(run_dir)):  # it trained, then its container went: say why
+            wait_until(lambda: proc.poll() is not None, timeout=60, what="the launcher ending after its container")
+            raise AssertionError(f"the container ended before the signal:\n{log.read_text()[-3000:]}")
         return bool(found) and found[0].status == "running" and bool(events.steps(events.read(run_dir)))
 
     try:

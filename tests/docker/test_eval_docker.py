@@ -22,7 +22,7 @@ pytestmark = pytest.mark.docker
 
 
 def eval_containers(client, run) -> list:  # noqa: F811
-    return [c for c in client.containers.list(all=True, filters={"label": "ai.rocmft.serve=eval"})
+    return [c for c in client.containers.list(all=True, ignore_removed=True, filters={"label": "ai.rocmft.serve=eval"})
             if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
 
 

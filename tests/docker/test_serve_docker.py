@@ -34,7 +34,7 @@ def run(trained_run: TrainedRun, client, cpu_image) -> Path:  # noqa: F811 - the
 
 def serve_containers(client, run: Path) -> list:  # noqa: F811
     """Serve containers of this run (found by its mount: other people's tests share the daemon)."""
-    return [c for c in client.containers.list(all=True, filters={"label": "ai.rocmft.serve"})
+    return [c for c in client.containers.list(all=True, ignore_removed=True, filters={"label": "ai.rocmft.serve"})
             if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
 
 
@@ -131,7 +131,8 @@ def test_a_missing_image_is_one_line_and_nothing_starts(client, env, run):  # no
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert errors == ["error: image: image rocmft:no-such-image is not present locally (rocmft never pulls) "
                       "(build it: `make image ARCH=cpu OFFLINE=1` (no registry needed))"]
-    mounting_the_run = [c for c in client.containers.list(all=True)  # others' containers come and go meanwhile
+    # others' containers come and go meanwhile (ignore_removed: one may go between the list and its inspect)
+    mounting_the_run = [c for c in client.containers.list(all=True, ignore_removed=True)
                         if any(str(m.get("Source", "")).startswith(str(run)) for m in c.attrs.get("Mounts") or [])]
     assert mounting_the_run == []
 

@@ -57,7 +57,7 @@ def light_venv(tmp_path_factory) -> Path:
 
 
 def training_containers(client) -> list:
-    return [c for c in client.containers.list(all=True) if "ai.rocmft.run" in (c.labels or {})]
+    return [c for c in client.containers.list(all=True, ignore_removed=True) if "ai.rocmft.run" in (c.labels or {})]
 
 
 def light_train(venv: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
@@ -73,7 +73,7 @@ def test_bad_recipe_refused_in_image_before_any_training_container(client, cpu_i
     assert proc.returncode == 2, out
     assert "lora_rankk: unknown to LLaMA-Factory" in out and "did you mean `lora_rank`?" in out, out
     assert {c.id for c in training_containers(client)} == before  # nothing launched
-    assert not client.containers.list(all=True, filters={"label": OURS})  # removed
+    assert not client.containers.list(all=True, ignore_removed=True, filters={"label": OURS})  # removed
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # no run dir either
 
 
@@ -97,4 +97,4 @@ def test_good_recipe_validated_in_image_then_trains(client, cpu_image, light_ven
     status = json.loads((run_dir / "status.json").read_text())
     assert status["validated_in"].startswith("image ") and cpu_image.id.split(":")[-1][:12] in status["validated_in"]
     assert "cached" not in status["validated_in"]
-    assert not client.containers.list(all=True, filters={"label": OURS})
+    assert not client.containers.list(all=True, ignore_removed=True, filters={"label": OURS})

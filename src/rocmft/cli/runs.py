@@ -33,8 +33,10 @@ def _containers():
         return [], {}, ""
     try:
         client = rt.connect(timeout=10)
-        found = [(c.name, c.status, c.labels or {}) for c in
-                 client.containers.list(all=True, filters={"label": rt.RUN_LABEL})]
+        # the low-level list: one request carrying name, state and labels; `containers.list` inspects each
+        # container after listing it and fails when one is removed in between (another run finishing)
+        found = [((c.get("Names") or ["?"])[0].lstrip("/"), c.get("State") or "", c.get("Labels") or {}) for c in
+                 client.api.containers(all=True, filters={"label": rt.RUN_LABEL})]
     except Exception as exc:  # noqa: BLE001 - the runs table is shown without it
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [], {}, f"could not ask Docker for leftover containers: {first}"
