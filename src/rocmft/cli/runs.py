@@ -35,7 +35,7 @@ def _containers():
         client = rt.connect(timeout=10)
         # the low-level list: one request carrying name, state and labels; `containers.list` inspects each
         # container after listing it and fails when one is removed in between (another run finishing)
-        found = [((c.get("Names") or ["?"])[0].lstrip("/"), c.get("State") or "", c.get("Labels") or {}) for c in
+        found = [(c["Names"][0].lstrip("/"), c["State"], c["Labels"] or {}) for c in
                  client.api.containers(all=True, filters={"label": rt.RUN_LABEL})]
     except Exception as exc:  # noqa: BLE001 - the runs table is shown without it
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
