@@ -42,7 +42,7 @@ def measured_padding(mode: str, cutoff: int, micro_batch: int, draws: int = 400)
     from llamafactory.extras.constants import IGNORE_INDEX
     from llamafactory.hparams import get_train_args
 
-    from rocmft import recipes
+    from rocmft.recipe import recipes
 
     lf = dict(recipes.load("tiny-cpu").llamafactory)
     lf.update(cutoff_len=cutoff, per_device_train_batch_size=micro_batch, neat_packing=mode == "neat_packing",
@@ -91,8 +91,9 @@ def bench(mode: str, cutoff: int, micro_batch: int, steps: int, work: Path) -> d
 
 def predicted(modes: list[str], cutoff: int, micro_batch: int) -> dict[str, tuple[float, float]]:
     """(padding fraction, speed relative to the first mode) as the planner models them."""
-    from rocmft import plan, recipes
+    from rocmft import plan
     from rocmft.plan import throughput
+    from rocmft.recipe import recipes
 
     out, first = {}, None
     for mode in modes:

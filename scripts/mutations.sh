@@ -20,14 +20,14 @@ run() {  # name, sed-expr file, tests...
   git checkout -q -- .
 }
 run resume_lr_noop '/def on_train_begin(self, args, state, control/a\        return' src/rocmft/callbacks/resume_lr.py \
-  tests/unit/test_resume_lr_callback.py
+  tests/unit/callbacks/test_resume_lr_callback.py
 run digest_validate_only 's|validate.judging_source(place.kind, paths.root())|validate.judging_source(place.kind, paths.root()) / "validate"|' src/rocmft/pipeline.py \
   tests/unit/validate/test_cache.py
 # The same mutation twice: with -x the first failing test stops a run, and each anchor must kill it on its own.
 run throughput_half 's|^        tps = (lo \* w.peak_tflops \* 1e12 / flops \* factor, hi \* w.peak_tflops \* 1e12 / flops \* factor)|        tps = (0.5 * lo * w.peak_tflops * 1e12 / flops * factor, 0.5 * hi * w.peak_tflops * 1e12 / flops * factor)|' src/rocmft/plan/throughput.py \
   tests/unit/plan/test_published_throughput.py
 run throughput_half_readme 's|^        tps = (lo \* w.peak_tflops \* 1e12 / flops \* factor, hi \* w.peak_tflops \* 1e12 / flops \* factor)|        tps = (0.5 * lo * w.peak_tflops * 1e12 / flops * factor, 0.5 * hi * w.peak_tflops * 1e12 / flops * factor)|' src/rocmft/plan/throughput.py \
-  tests/unit/plan/test_readme_throughput.py tests/unit/test_gpu_truth.py
+  tests/unit/plan/test_readme_throughput.py tests/unit/benchmarks/test_gpu_truth.py
 run throughput_double 's|^        tps = (lo \* w.peak_tflops \* 1e12 / flops \* factor, hi \* w.peak_tflops \* 1e12 / flops \* factor)|        tps = (2 * lo * w.peak_tflops * 1e12 / flops * factor, 2 * hi * w.peak_tflops * 1e12 / flops * factor)|' src/rocmft/plan/throughput.py \
   tests/unit/plan/test_published_throughput.py
 run kernel_estimate_ignores_max_jobs 's|return sources_estimate(spec) \* JOB_SECONDS_PER_SOURCE / max(1, jobs)|return sources_estimate(spec) * JOB_SECONDS_PER_SOURCE / 128|' src/rocmft/image/kernels.py \

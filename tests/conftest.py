@@ -118,7 +118,7 @@ class TrainedRun:
         return int(yaml.safe_load((self.path / "train.yaml").read_text())["max_steps"])
 
     def checkpoints(self) -> list[Path]:
-        from rocmft import runs
+        from rocmft.run import runs
 
         return runs.checkpoints(self.path)
 
@@ -376,7 +376,7 @@ def process_mark() -> processes.Mark:
 
 def _leftover_containers(tmp_root: str) -> list:
     from rocmft.image.docker_api import connect, daemon_configured
-    from rocmft.problems import ProblemReport
+    from rocmft.io.problems import ProblemReport
 
     if not daemon_configured():
         return []

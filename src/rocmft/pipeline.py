@@ -2,19 +2,24 @@
 
 `prepare` does everything that can fail on bad input BEFORE anything is written: a run directory only
 exists for a recipe that rendered and validated.
+
+May import: io, hardware, recipe, run, plan, validate, launch, tiny_model.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
-from . import arches, chain, hostio, layout, paths, recipe_env, recipes, render, run_trust, runs, stages
+from .hardware import arches
+from .io import paths
+from .io.problems import Problem, ProblemReport, raise_if_errors
 from .launch import plan as launch_plan
-from .problems import Problem, ProblemReport, raise_if_errors
+from .launch.prepared import build_plan, commit  # noqa: F401  (re-exported: every caller of prepare)
+from .recipe import recipe_env, recipes, render
+from .run import chain, layout, run_trust, runs
 
 if TYPE_CHECKING:
     from .validate.where import Place
@@ -205,31 +210,3 @@ def _validate(recipe: recipes.Recipe, rendered: render.Rendered, run_path: str, 
     if place.kind != "none" and remember:
         validate.remember_valid(key)
     return kept, False
-
-
-def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtime: str | None = None,
-           image: str | None = None, **versions_extra) -> Path:
-    """Create the run dir and write what was asked and what LLaMA-Factory will read; with a launch plan, also
-    what will run (plan.json) and with what (versions.json), so every runtime records a run the same way."""
-    runs.create(prep.run_dir)
-    runs.write_inputs(prep.run_dir, prep.recipe.to_dict(), prep.rendered.train_yaml, prep.rendered.ds_config)
-    runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, arch=prep.recipe.arch,
-              stage=stages.name(prep.rendered.args), resumed_from=prep.resume_from,
-              validated_in=prep.validated_in or None,
-              **({"started_from": prep.start.source, "from_spec": prep.start.spec} if prep.start else {}))
-    if plan is not None:
-        hostio.write_text(prep.run_dir / "plan.json", plan.to_json())
-        runs.write_versions(prep.run_dir, image=image, extra={"runtime": runtime, **versions_extra})
-    return prep.run_dir
-
-
-def build_plan(prep: Prepared, *, python: str | None = None, env: Mapping[str, str] | None = None,
-               gpus: tuple[str, ...] | None = None, **rendezvous):
-    """`gpus`: the runtime's choice when the user made none (RUNTIME=local: the GPUs of the recipe's arch)."""
-    from . import host
-
-    # The launching host's cores: the node itself for local and Docker runs; a Slurm job's nodes are assumed to
-    # be like the node it is submitted from (a recipe's `env: {OMP_NUM_THREADS: ...}` says otherwise).
-    return launch_plan.build(prep.recipe, prep.arch, prep.run_path, os.environ if env is None else env,
-                             python=python or sys.executable, gpus=gpus or prep.gpus,
-                             physical_cores=host.physical_cores(), **rendezvous)

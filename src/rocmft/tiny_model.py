@@ -2,6 +2,8 @@
 `make demo` first. The builder is scripts/make_tiny_model.py (the one `make tiny-model`, `make demo` and the
 tests run), started as a process of a Python that has torch (this venv's, or the arch's image on a light host):
 the host CLI itself imports no torch.
+
+May import: io, image.
 """
 
 from __future__ import annotations
@@ -13,18 +15,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .problems import Problem
+from .io import paths
+from .io.problems import Problem
 
-PATH = "models/tiny-llama"  # scripts/make_tiny_model.py --out default
+PATH = paths.TINY_MODEL
 MARK = "rocmft-tiny.json"  # written last by the builder: a model dir without it is a half-built one
-
-
-def named(model: str, root: Path) -> bool:
-    if not model:
-        return False
-    path = Path(model).expanduser()
-    path = path if path.is_absolute() else root / path
-    return path.resolve() == (root / PATH).resolve()
+named = paths.is_tiny_model
 
 
 def builder_argv(root: Path, python: str | None = None, out: str = PATH, extra: tuple[str, ...] = ()) -> list[str]:

@@ -5,9 +5,11 @@ launcher's signal: 0 done, 3 diverged (diverged.json written), 75 stopped by a s
 checkpoint (callbacks/stop.py; EX_TEMPFAIL of sysexits.h: try again later), anything else a failure.
 
 A run whose output/ already holds checkpoints of its own is being started again (torchrun restarted its
-ranks, Slurm requeued it): it resumes from its newest COMPLETE checkpoint (rocmft.checkpoints). Incomplete
+ranks, Slurm requeued it): it resumes from its newest COMPLETE checkpoint (rocmft.run.checkpoints). Incomplete
 ones are renamed checkpoint-N.incomplete with a warning, so that neither LLaMA-Factory (which resumes
 from the highest number, complete or not) nor a later listing takes them.
+
+May import: io, recipe, run, callbacks.
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ from pathlib import Path
 
 import yaml
 
-from .jobfiles import DIVERGED, job_file
+from .run.jobfiles import DIVERGED, job_file
 
 EXIT_DIVERGED = 3
 EXIT_STOPPED = 75
 
 
 def _callbacks(run_dir: Path, train_args: dict) -> list:
-    from . import stages
     from .callbacks.progress import ProgressCallback
     from .callbacks.stop import StopOnSignalCallback
+    from .recipe import stages
 
     # First, so a step the watchdog stops the run at is still reported.
     callbacks = [ProgressCallback(run_dir, tokens="all" if train_args.get("neat_packing") else "non_padding",
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _resume_in_place(train_args: dict, rank0: bool) -> None:
-    from . import checkpoints
+    from .run import checkpoints
 
     found, skipped = checkpoints.newest_complete(Path(train_args["output_dir"]))
     for item in skipped:

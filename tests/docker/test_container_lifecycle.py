@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import runs
 from rocmft.launch import docker as rt
+from rocmft.run import runs
 from tests.conftest import offline_env, rocmft
 from tests.docker.test_container_train import client, cpu_image  # noqa: F401 - fixtures
 

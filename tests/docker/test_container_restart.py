@@ -26,7 +26,7 @@ STEPS, SAVE = 30, 4
 
 
 def test_a_killed_rank_is_restarted_inside_the_one_container(client, cpu_image, tiny_model, tmp_path):  # noqa: F811
-    from rocmft.launch import events
+    from rocmft.run import events
 
     run = tmp_path / "runs" / "docker-restart"
     image = os.environ.get("ROCMFT_TEST_CPU_IMAGE") or cpu_image.tags[0]  # a locally built variant, if given

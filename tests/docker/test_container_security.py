@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches, host, pipeline, runs
+from rocmft import pipeline
+from rocmft.hardware import arches, host
 from rocmft.launch import docker as rt
+from rocmft.run import runs
 from tests.conftest import ROOT
 from tests.docker.test_container_train import TEST_UID, client, cpu_image  # noqa: F401 - fixtures
 
@@ -117,7 +119,8 @@ ln -s "$victim" "$run/output/progress.jsonl" && ln -s "$victim" "$run/output/div
 def test_a_container_cannot_plant_a_link_where_the_host_writes(client, tmp_path, monkeypatch):  # noqa: F811
     """The container-side half of issue 32 item 2, in a real container with the training spec's mounts and
     user (the arch's base image: a shell is all the attack needs), then the real host code that ends a run."""
-    from rocmft.launch import events, outcome
+    from rocmft.launch import outcome
+    from rocmft.run import events
 
     base = A["cpu"].base_image
     try:
@@ -193,7 +196,7 @@ def test_gpu_containers_keep_dockers_seccomp_profile_with_the_numa_calls(client,
     cpu, _ = training_spec(tmp_path, monkeypatch)
     assert cpu.cap_add == () and _mempolicy_probe(client, cpu) == "get_mempolicy -1 Operation not permitted"
     # the gfx942 spec's security settings (no devices: there is no GPU here)
-    # micro-batch 1: tiny-cpu packs (neat), which flash-attn 2 on gfx942 takes one row at a time (rocmft.rules)
+    # micro-batch 1: tiny-cpu packs (neat), which flash-attn 2 on gfx942 takes one row at a time (rocmft.recipe.rules)
     gfx = rt.container_spec(pipeline.build_plan(pipeline.prepare("tiny-cpu", ["arch=gfx942", "per_device_train_batch_size=1"], run_name="gfx",
                                                                  validate=False, env={}), python="python", env={}),
                             A["gfx942"], host.gather(tools=False), image="rocmft:cpu")

@@ -45,8 +45,8 @@ def client():
     if not daemon_configured():
         pytest.skip(reason="no Docker daemon configured (DOCKER_HOST unset and no /var/run/docker.sock); "
                     "in CI: eval \"$(scripts/ci/dockerd-up.sh)\"")
+    from rocmft.io.problems import ProblemReport
     from rocmft.launch.docker import connect
-    from rocmft.problems import ProblemReport
 
     try:
         return connect(timeout=120)
@@ -205,7 +205,7 @@ def _start_launcher(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path, 
 
 def _wait_training(client, proc, run_dir: Path, log: Path, timeout: float = 600) -> None:
     """Until the container runs and the job has logged its first step (progress.jsonl on the mount)."""
-    from rocmft.launch import events
+    from rocmft.run import events
 
     def training() -> bool:
         assert proc.poll() is None, log.read_text()[-3000:]
@@ -277,7 +277,7 @@ def test_unreachable_daemon_is_a_clear_message_before_any_run_dir(tiny_model, tm
 
 
 def test_image_without_arch_label_is_refused(client, cpu_image, tiny_model, tmp_path):
-    from rocmft import arches
+    from rocmft.hardware import arches
     from rocmft.image.docker_api import get_image
 
     base = arches.table()["cpu"].base_image
@@ -292,7 +292,7 @@ def test_an_image_labelled_for_another_arch_is_refused_before_any_run_dir(client
     (no pull: the base is on the daemon, CI's scripts/ci/build-cpu-base.sh) handed to a cpu recipe."""
     import io
 
-    from rocmft import arches
+    from rocmft.hardware import arches
     from rocmft.image.docker_api import get_image
 
     base = arches.table()["cpu"].base_image

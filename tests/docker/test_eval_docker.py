@@ -80,7 +80,7 @@ def test_make_eval_tasks_in_the_container(demo_run: TrainedRun, harness_evaluate
 def test_a_missing_image_is_one_line_exit_2_and_nothing_starts(client, tmp_path, tasks):  # noqa: F811
     """Both reports, RUNTIME=docker with an image the real daemon lacks: one line naming the build command, exit 2,
     no container, no eval.json (a run dir written by hand: nothing may load it)."""
-    from tests.unit.serve.conftest import make_run
+    from tests.unit.run.conftest import make_run
 
     run = make_run(tmp_path / "runs", "no-image", runtime="docker", val_size=0.1)
     proc = rocmft("eval", str(run), "--runtime", "docker", "--image", "rocmft:no-such-image", *tasks,

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from rocmft import hubcache
 from rocmft.image.docker_api import daemon_configured
+from rocmft.io import hubcache
 from tests.conftest import offline_env, rocmft
 
 pytestmark = pytest.mark.docker

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches
 from rocmft.cli.main import main
+from rocmft.hardware import arches
+from rocmft.hardware.versions import from_lock, read_pins
 from rocmft.image import build_plan, docker_api, find_image, image_arch
 from rocmft.image.docker_api import daemon_configured
-from rocmft.image.versions import from_lock, read_pins
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 
 pytestmark = pytest.mark.docker
 

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from rocmft import arches
+from rocmft.hardware import arches
 from rocmft.image import docker_api, find_image, rehearsal
 from rocmft.image.selfcheck import REHEARSAL_SKIPS
-from rocmft.image.versions import from_lock
+from rocmft.hardware.versions import from_lock
 from tests.docker.test_image import client  # noqa: F401 - the one daemon fixture of the image tests
 from tests.docker.test_image import run_container
 

@@ -28,7 +28,7 @@ def light_venv(tmp_path_factory) -> Path:
 
 def test_a_light_host_builds_the_tiny_model_in_the_image_then_validates_there(light_venv, tmp_path):
     clone = tmp_path / "clone"
-    # requirements/: the arch table reads its packages' versions from the lock (rocmft.arches)
+    # requirements/: the arch table reads its packages' versions from the lock (rocmft.hardware.arches)
     for folder in ("recipes", "ds_configs", "data", "scripts", "src", "docker", "requirements"):
         shutil.copytree(ROOT / folder, clone / folder, ignore=shutil.ignore_patterns("__pycache__", "*.rejects.jsonl"))
     env = offline_env(tmp_path, ROCMFT_ROOT=str(clone), ROCMFT_VALIDATION_CACHE=str(tmp_path / "validated"))

@@ -39,7 +39,7 @@ STEPS, SAVE = 30, 4
 
 
 def _events(run: Path) -> list[dict]:
-    from rocmft.launch import events
+    from rocmft.run import events
 
     return events.read(run)
 
@@ -85,8 +85,7 @@ def _release_when_pending(job: str, proc: subprocess.Popen) -> float:
 
 
 def test_a_preempted_job_is_requeued_and_finishes_every_step_in_the_same_run_dir(cluster, tmp_path, tiny_model):  # noqa: F811
-    from rocmft import checkpoints
-    from rocmft.launch import events
+    from rocmft.run import checkpoints, events
 
     run = tmp_path / "runs" / "slurm-requeue"
     proc = subprocess.Popen([sys.executable, "-m", "rocmft.cli.main", "train", "tiny-cpu", "--runtime", "slurm",

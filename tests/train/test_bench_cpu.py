@@ -90,7 +90,8 @@ def test_row_agrees_with_metrics_json(benched):
 
 
 def test_report_shows_the_row_with_the_planners_prediction(benched):
-    from rocmft import bench, plan, recipes
+    from rocmft import bench, plan
+    from rocmft.recipe import recipes
 
     tmp, env, results, _ = benched
     png = tmp / "bench.png"

@@ -125,7 +125,7 @@ def test_eval_json_holds_the_loss_and_perplexity_of_the_models_on_the_held_out_r
     import yaml
 
     from rocmft.evaluate.plan import DATA_KEYS, EVAL_BATCH
-    from rocmft.serve.target import CARRIED
+    from rocmft.run.target import CARRIED
 
     run, env, _, _ = evaluated
     train = yaml.safe_load((run / "train.yaml").read_text())

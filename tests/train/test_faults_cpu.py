@@ -38,7 +38,7 @@ def env(tmp_path_factory, tiny_model):
 
 
 def _events(run: Path) -> list[dict]:
-    from rocmft.launch import events
+    from rocmft.run import events
 
     return events.read(run)
 
@@ -98,7 +98,7 @@ def stopped(env):
 
 
 def test_sigterm_saves_a_checkpoint_at_the_step_it_stopped(stopped):
-    from rocmft import checkpoints
+    from rocmft.run import checkpoints
 
     run, out, code = stopped
     assert code == 143, out[-3000:]
@@ -119,7 +119,7 @@ def test_sigterm_saves_a_checkpoint_at_the_step_it_stopped(stopped):
 
 
 def test_a_cut_newest_checkpoint_is_skipped_and_the_one_before_resumed(env, stopped):
-    from rocmft import checkpoints
+    from rocmft.run import checkpoints
 
     original_run, _, _ = stopped
     # cut in a copy: the stopped run is the module's, and test_sigterm_saves_... checks its checkpoint whole
@@ -147,7 +147,7 @@ def test_a_cut_newest_checkpoint_is_skipped_and_the_one_before_resumed(env, stop
 
 
 def test_a_killed_rank_is_restarted_and_the_run_finishes_every_step(env):
-    from rocmft.launch import events
+    from rocmft.run import events
 
     run = Path(env["ROCMFT_RUNS"]) / "restarted"
     launcher = _start(env, run.name, "gpus_per_node=2", "resilience.max_restarts=1")

@@ -1,6 +1,6 @@
 """Every shipped GPU recipe rehearsed for real on CPU (`pytest -m train`), in one process, with the tiny model.
 
-Each recipe is rendered as `make train` renders it (rocmft.rules included), then:
+Each recipe is rendered as `make train` renders it (rocmft.recipe.rules included), then:
 1. its train.yaml goes through LLaMA-Factory's own argument parser (`get_train_args`) with THE ARCH IMAGE'S
    package set: an optional package (liger-kernel, bitsandbytes, ...) is judged by what the arch table says the
    image installs (`image_packages` below), so a package the image lacks fails exactly as in the container
@@ -39,7 +39,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches, recipes, render, rules
+from rocmft.hardware import arches
+from rocmft.recipe import recipes, render, rules
 from rocmft.validate import packages
 from tests.conftest import ROOT, offline_env
 

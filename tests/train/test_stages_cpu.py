@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rocmft import stages
-from rocmft.launch import events
+from rocmft.recipe import stages
+from rocmft.run import events
 from tests.conftest import ROOT, offline_env, rocmft
 
 pytestmark = pytest.mark.train

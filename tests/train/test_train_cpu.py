@@ -37,7 +37,7 @@ def train(env, name, *overrides, expect=0, timeout=900):
 
 
 def events_end(run):
-    from rocmft.launch import events
+    from rocmft.run import events
 
     return events.read(run)[-1]
 
@@ -50,7 +50,7 @@ def losses(run):
 def assert_events_match_the_trainer_log(run):
     """progress.jsonl (what every terminal shows) holds one event per logged step: the same steps, strictly
     increasing, with the same losses as LLaMA-Factory's trainer_log.jsonl."""
-    from rocmft.launch import events
+    from rocmft.run import events
 
     found = events.read(run)
     stepped = events.steps(found)
@@ -193,8 +193,7 @@ def _wait_for_training(run: Path, launcher: subprocess.Popen, timeout=600):
 
 def test_ctrl_c_saves_a_checkpoint_then_stops_every_process_and_marks_interrupted(env, process_mark):
     """Both ranks agree on the step to stop at (one all_reduce per step), save it, and exit; nothing is orphaned."""
-    from rocmft import checkpoints
-    from rocmft.launch import events
+    from rocmft.run import checkpoints, events
 
     launcher = _start(process_mark.env(env), "interrupted", "gpus_per_node=2")  # whatever happens, stopped at teardown
     run = runs_dir(env) / "interrupted"

@@ -20,6 +20,11 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def packages_of(src: Path) -> set[str]:
+    """The names of the top-level packages of rocmft under `src`."""
+    return {p.name for p in (src / PACKAGE).iterdir() if (p / "__init__.py").is_file()}
+
+
 def modules() -> dict[str, Path]:
     return {module_name(p): p for p in (SRC / PACKAGE).rglob("*.py")}
 

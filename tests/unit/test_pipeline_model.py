@@ -10,9 +10,10 @@ import shutil
 
 import pytest
 
-from rocmft import paths, pipeline
+from rocmft import pipeline
 from rocmft import tiny_model as tiny_model_module
-from rocmft.problems import ProblemReport
+from rocmft.io import paths
+from rocmft.io.problems import ProblemReport
 from tests.conftest import PYTHON, ROOT
 
 

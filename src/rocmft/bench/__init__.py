@@ -7,6 +7,8 @@ turns it into one CSV row (row, facts), appends it without touching the rows alr
 for the report, puts the planner's prediction (rocmft.plan.check) beside each row (prediction, report).
 
 No torch here: the host CLI imports this package. See docs/bench.md for what each column means.
+
+May import: io, hardware, recipe, run, plan, pipeline.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Mapping
 from datetime import datetime
 
-from .. import arches
+from ..hardware import arches
 
 # The columns, in its order (cutoff / micro-batch / grad-accum split in three), then the three that make
 # a row re-plannable by `bench-report`: the compute precision, the steps run, and the overrides the run used.

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 from .columns import COLUMNS
 
 

@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import arches, paths, runs
+from ..hardware import arches
+from ..io import paths
+from ..run import runs
 
 
 def zero_stage(preset: str) -> str:

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import paths
-from ..problems import Problem, ProblemReport
+from ..io import paths
+from ..io.problems import Problem, ProblemReport
 
 DEFAULT_STEPS = 20
 WARMUP_STEPS = 2  # = rocmft.callbacks.metrics.WARMUP_STEPS (not imported: that module needs transformers)

@@ -7,8 +7,8 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .. import arches
-from ..problems import ProblemReport
+from ..hardware import arches
+from ..io.problems import ProblemReport
 
 
 @dataclass
@@ -28,7 +28,7 @@ def _workload_differs(row: Mapping[str, str], w) -> list[str]:
 
 def predict(row: Mapping[str, str]) -> Prediction:
     """Re-plan the row's recipe with the overrides it ran with (the planner as it is now)."""
-    from .. import recipes
+    from ..recipe import recipes
 
     try:
         from .. import plan as planner

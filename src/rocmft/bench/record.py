@@ -10,8 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import arches, hostio, runs
-from ..problems import Problem, ProblemReport
+from ..hardware import arches
+from ..io import hostio
+from ..io.problems import Problem, ProblemReport
+from ..run import runs
 
 BENCH_FILE = "bench.json"  # in the run dir: what `rocmft bench --record` needs when the job ends after bench returns
 
@@ -36,7 +38,7 @@ def read_record(run_dir: Path) -> dict[str, Any]:
 def steps_problem(run_dir: Path, steps: int) -> Problem | None:
     """A row measures `steps` optimizer steps: a run whose events stop short of them (stopped, or a job still
     running) gives none. No events at all (a job on a cluster volume not visible here): metrics.json decides."""
-    from ..launch import events
+    from ..run import events
 
     found = events.read(run_dir)
     if not found or steps <= 0:
@@ -60,7 +62,8 @@ def prepared_from_run(run_dir: Path, record: Mapping[str, Any]):
     """The run as `pipeline.prepare` had it, from the files in its run dir (not from today's recipe)."""
     import dataclasses
 
-    from .. import pipeline, recipes, render
+    from .. import pipeline
+    from ..recipe import recipes, render
 
     resolved = run_dir / "recipe.resolved.yaml"
     if not resolved.is_file():

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import runs
+from ..run import runs
 from .columns import DATE_FORMAT
 from .facts import commit, compute_mfu, gpu_model, method, peak_memory_gib, recipe_spec, zero_stage
 

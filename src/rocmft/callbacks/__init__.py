@@ -1,1 +1,4 @@
-"""Callbacks that run inside the training processes (registered by rocmft.worker through run_exp)."""
+"""Callbacks that run inside the training processes (registered by rocmft.worker through run_exp).
+
+May import: io, recipe, run.
+"""

@@ -45,7 +45,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ..jobfiles import METRICS, job_file
+from ..run.jobfiles import METRICS, job_file
 
 WARMUP_STEPS = 2
 TOKEN_MODES = ("non_padding", "all")

@@ -1,6 +1,6 @@
 """Progress events from inside the job: rank 0 appends one JSON line per logged step to `<run dir>/progress.jsonl`.
 
-The launcher follows that file (rocmft.launch.events), never the job's text: the Trainer's tqdm bar and its
+The launcher follows that file (rocmft.run.events), never the job's text: the Trainer's tqdm bar and its
 printed log dicts are not in step with each other, so a scraper labels steps wrongly. Here the step IS the
 Trainer's `state.global_step` at the moment it logs, the same number LLaMA-Factory writes to
 trainer_log.jsonl.
@@ -14,7 +14,7 @@ Peak memory at the end: allocated on the GPU, or the process's peak RSS on CPU, 
 collective, so every rank takes part in on_train_end; only rank 0 writes).
 
 A preference or KTO run's steps also carry the stage's own figures (reward accuracy and margin, KL...: see
-rocmft.stages), read from the same log entry as the loss.
+rocmft.recipe.stages), read from the same log entry as the loss.
 
 Each line is appended with the file opened and closed around it: a reader on another machine (a Slurm
 login node over NFS) sees whole lines as soon as they are written.
@@ -31,8 +31,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from .. import stages
-from ..launch import events
+from ..recipe import stages
+from ..run import events
 from .metrics import GIB, cuda_in_use, local_peaks, max_over_ranks
 
 

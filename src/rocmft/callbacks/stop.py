@@ -27,7 +27,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from ..launch import events
+from ..run import events
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 

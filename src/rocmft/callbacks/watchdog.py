@@ -5,7 +5,7 @@ report as a success: the gradient norm is exactly 0 while the learning rate is a
 any more), or the loss sits at ln(vocab size), a uniform prediction, after it had been lower. Each must hold
 for `grad_norm_patience` logged steps in a row.
 
-Preference stages (`stage: dpo`, `kto`) have their own normal, read from the stage's signals (rocmft.stages):
+Preference stages (`stage: dpo`, `kto`) have their own normal, read from the stage's signals (rocmft.recipe.stages):
 - their loss starts at a known value (DPO: exactly ln 2 = 0.693 while the policy still equals the reference)
   and normally falls toward 0 on a learnable set, so a rise is measured against the FIRST logged loss, not
   the running minimum (a loss of 0.01 that bounces to 0.06 is healthy; one that climbs to 5 x ln 2 means the
@@ -37,8 +37,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from .. import stages
-from ..jobfiles import DIVERGED, job_file
+from ..recipe import stages
+from ..run.jobfiles import DIVERGED, job_file
 
 DEFAULTS = {"grad_norm_max": 100.0, "grad_norm_patience": 3, "loss_rise_factor": 5.0, "min_steps": 3,
             "reward_margin_max": 50.0, "logp_collapse_factor": 4.0}

@@ -9,6 +9,8 @@ agreement and the SET= that applies it.
 
 Pure data here (no torch, no processes): which runs, with what overrides, and what their numbers mean.
 `rocmft.cli.canary` runs them through the same pipeline and runtimes as `make train`.
+
+May import: io, hardware, recipe.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable
 
-from .. import arches, precision, recipes
+from ..hardware import arches
+from ..recipe import precision, recipes
 
 STEPS = 4  # a few optimizer steps: long enough for an update to reach the loss, short for CI's 2 cores
 SEED = 42

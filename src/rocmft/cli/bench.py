@@ -9,9 +9,13 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from .. import bench, hostio, pipeline, recipes, runs, tuning
-from ..jobfiles import METRICS
-from ..problems import Problem, ProblemReport
+from .. import bench, pipeline
+from ..io import hostio
+from ..io.problems import Problem, ProblemReport
+from ..launch import tuning
+from ..recipe import recipes
+from ..run import runs
+from ..run.jobfiles import METRICS
 from . import train
 from .common import overrides, warn
 
@@ -49,7 +53,7 @@ def _plan(prep: pipeline.Prepared, steps: int, args, *, check_fit: bool):
 
 def money_line(run_dir: Path, tokens_per_s_per_gpu: float, price_text) -> str:
     """The run's measured GPU-hours (wall time x GPUs) and, at PRICE=, its cost and cost per million trained tokens."""
-    from .. import cost
+    from ..plan import cost
     from .runs import gpus_of
 
     status = runs.read_status(run_dir)
@@ -115,7 +119,7 @@ def _record(args, results: Path) -> int:
 
 def run(args) -> int:
     steps = bench.check_steps(args.steps)
-    from .. import cost
+    from ..plan import cost
 
     cost.parse_price(getattr(args, "price", None))  # a bad PRICE is found before a run is spent
     if args.resume:

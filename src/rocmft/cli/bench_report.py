@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import bench, runs
+from .. import bench
+from ..run import runs
 
 NAME = "bench-report"
 HELP = "print results/bench.csv with the planner's prediction (memory, tokens/s) beside each row, and plot it"

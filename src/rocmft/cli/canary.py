@@ -12,9 +12,12 @@ import contextlib
 import json
 from pathlib import Path
 
-from .. import arches, canary, paths, pipeline, recipes, runs, tiny_model
-from ..launch import events
-from ..problems import Problem, ProblemReport
+from .. import canary, pipeline, tiny_model
+from ..hardware import arches
+from ..io import paths
+from ..io.problems import Problem, ProblemReport
+from ..recipe import recipes
+from ..run import events, runs
 from . import train
 from .common import overrides
 
@@ -40,7 +43,7 @@ def prepare(args, recipe: recipes.Recipe, tested: canary.Numerics, numerics: can
     dtype, widen = canary.model_for(numerics, tested)
     model, _ = tiny_model.variant(dtype, widen)
     if validate:
-        from ..problems import raise_if_errors
+        from ..io.problems import raise_if_errors
 
         raise_if_errors(tiny_model.ensure(model, paths.root(), dtype=dtype, widen=widen, image=_image(recipe)))
     gpus = args.gpus or ("0" if arches.get(recipe.arch).is_gpu else None)  # one GPU of the arch

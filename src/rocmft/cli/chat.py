@@ -30,7 +30,7 @@ def prompt_of(args) -> str | None:
     """The one prompt to answer (None: the interactive chat), or one line why it cannot be read."""
     import sys
 
-    from ..problems import Problem, ProblemReport
+    from ..io.problems import Problem, ProblemReport
 
     if args.prompt_file is None:
         return args.prompt
@@ -49,7 +49,7 @@ def prompt_of(args) -> str | None:
 def run(args) -> int:
     from contextlib import nullcontext
 
-    from ..problems import ProblemReport
+    from ..io.problems import ProblemReport
     from ..serve import private_file, session
 
     problems, prompt, s = [], None, None
@@ -74,7 +74,7 @@ def _talk(args, s, prompt: str | None, prompt_file: str | None) -> int:
     import os
     import sys
 
-    from ..problems import raise_if_errors
+    from ..io.problems import raise_if_errors
     from ..serve import local, plan
 
     verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")

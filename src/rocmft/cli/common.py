@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..overrides import split_set
+from ..recipe.overrides import split_set
 
 
 def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:

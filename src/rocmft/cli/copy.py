@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import recipes
 from ..importer.write import create
+from ..recipe import recipes
 
 HELP = "copy a recipe to recipes/<new>.yaml to edit (refuses to overwrite)"
 

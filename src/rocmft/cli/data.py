@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..data.formats import FORMATS
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 
 HELP = ("check a dataset (SFT, preference pairs, KTO or plain text; JSONL or .txt), keep the good rows, "
         "name the bad ones, register it")
@@ -44,7 +44,7 @@ def data_dir(value: str | None) -> Path:
         return Path(value)
     if os.environ.get("ROCMFT_DATA_DIR"):
         return Path(os.environ["ROCMFT_DATA_DIR"])
-    from .. import paths
+    from ..io import paths
 
     try:
         return paths.data_dir()
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             raise ProblemReport([Problem("", "--max-line-mb", "must be a positive number of megabytes")])
         opts.max_line_bytes = int(args.max_line_mb * (1 << 20))
     if args.tokenizer:
-        from .. import recipes
+        from ..recipe import recipes
 
         recipe = recipes.load(args.recipe)
         lf = recipe.llamafactory

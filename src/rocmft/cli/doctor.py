@@ -14,7 +14,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from .. import arches, doctor, host
+    from .. import doctor
+    from ..hardware import arches, host
 
     table = arches.table()
     if args.arch:

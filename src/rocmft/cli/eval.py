@@ -31,9 +31,9 @@ def plan_for(args, env=None):
     """Every check of the command line, all problems at once; nothing starts. -> (session, EvalPlan)."""
     import yaml
 
-    from .. import paths
     from ..evaluate import plan as eval_plan
-    from ..problems import Problem, ProblemReport
+    from ..io import paths
+    from ..io.problems import Problem, ProblemReport
     from ..serve import session
 
     problems: list[Problem] = []
@@ -77,9 +77,9 @@ def harness_plan_for(args, env=None):
     """--tasks: every check of the command line, all problems at once; nothing starts. -> (session, HarnessPlan)."""
     import yaml
 
-    from .. import paths
     from ..evaluate import harness_plan
-    from ..problems import Problem, ProblemReport
+    from ..io import paths
+    from ..io.problems import Problem, ProblemReport
     from ..serve import session
 
     problems: list[Problem] = []
@@ -145,7 +145,7 @@ def _run_job(s, plan, image: str | None, verbose: bool, what: str) -> tuple[int,
     import os
     import sys
 
-    from ..problems import raise_if_errors
+    from ..io.problems import raise_if_errors
     from ..serve import local
 
     messages = list(s.messages)
@@ -207,7 +207,7 @@ def _harness(s, built, plan, image: str | None, verbose: bool) -> int:
     import sys
 
     from ..evaluate import harness_report, report
-    from ..problems import EXIT_INVALID
+    from ..io.problems import EXIT_INVALID
 
     code, out, tail = _run_job(s, plan, image, verbose,
                                f"lm-evaluation-harness {built.task_list}, base {built.sides['base']['model']} "
@@ -241,7 +241,7 @@ def _local(plan, arch, verbose: bool):
     import os
     import subprocess
 
-    from .. import paths
+    from ..io import paths
     from ..serve import local
 
     proc = subprocess.run(local.argv(plan), env=local.environment(plan, arch, os.environ), cwd=paths.root(),

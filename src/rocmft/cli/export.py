@@ -9,8 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from .. import chain, hostio, paths, run_trust, runs
-from ..problems import Problem, ProblemReport, raise_if_errors
+from ..io import hostio, paths
+from ..io.problems import Problem, ProblemReport, raise_if_errors
+from ..run import chain, run_trust, runs
 
 HELP = "merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged"
 

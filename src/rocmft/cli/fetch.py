@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .. import paths
 from ..fetch import plan as fetch
-from ..problems import Problem, ProblemReport, raise_if_errors
+from ..io import paths
+from ..io.problems import Problem, ProblemReport, raise_if_errors
 from .common import overrides, warn
 
 HELP = ("download a recipe's model and Hub datasets, or benchmarks' datasets (--tasks), into HF_HOME (resumable; "
@@ -78,7 +78,7 @@ def _plan(found, arch_name: str, runtime: str, image_ref: str | None) -> fetch.F
             raise ProblemReport([Problem("", "RUNTIME", f"this venv has no {lacking} (the light host)",
                                          "`make setup` (the CPU stack has it), or RUNTIME=docker with the arch's image")])
         return fetch.venv_plan(found, os.environ, sys.executable, paths.root())
-    from .. import arches
+    from ..hardware import arches
     from ..validate import where
 
     place, why = where._local_image(arches.get(arch_name), image_ref)
@@ -116,7 +116,7 @@ def run(args) -> int:
 
 
 def _ask_hub(found: list[fetch.Target]) -> None:
-    from .. import hubcache
+    from ..io import hubcache
     from ..validate import model
 
     if hubcache.offline(os.environ):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import arches, paths
-from ..problems import Problem, ProblemReport, did_you_mean
+from ..hardware import arches
+from ..io import paths
+from ..io.problems import Problem, ProblemReport, did_you_mean
 
 NAME = "image"
 HELP = "build the training image for ARCH (one Dockerfile, build args from docker/arches.yaml); --dry-run prints the plan"
@@ -47,10 +48,10 @@ def add_arguments(parser) -> None:
 
 
 def make_plan(args, base_id: str = ""):
+    from ..hardware.versions import from_lock
     from ..image import kernels, wheelhouse
     from ..image import plan as image_plan
     from ..image.context import git_commit
-    from ..image.versions import from_lock
 
     arch = resolve_arch(args.arch)
     root = paths.root()

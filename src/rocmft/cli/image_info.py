@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 
 NAME = "image-info"
 HELP = "print what the image of ARCH holds (torch, ROCm, LLaMA-Factory, DeepSpeed, flash-attn, commit) from its labels"

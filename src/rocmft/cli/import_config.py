@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 
 NAME = "import"
 HELP = ("turn a LLaMA-Factory train YAML (+ its DeepSpeed JSON, + the shell line it ran with) into recipes/<TO>.yaml, "

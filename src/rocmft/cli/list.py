@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import recipes
-from ..problems import ProblemReport
+from ..io.problems import ProblemReport
+from ..recipe import recipes
 
 HELP = "list the recipes with arch, GPUs and a one-line description"
 

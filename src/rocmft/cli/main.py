@@ -8,8 +8,8 @@ import pkgutil
 import sys
 
 from .. import __version__
-from ..hostio import UnsafeFile
-from ..problems import EXIT_INVALID, ProblemReport
+from ..io.hostio import UnsafeFile
+from ..io.problems import EXIT_INVALID, ProblemReport
 
 _NOT_COMMANDS = {"main", "common"}
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import recipes
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
+from ..recipe import recipes
 from .common import add_recipe_arguments, overrides, warn
 
 HELP = "memory per GPU, fits/tight/does not fit, suggestions and expected tokens/s of a recipe (no GPU needed)"
@@ -56,7 +56,7 @@ def run(args) -> int:
 
 def cost_lines(result, price_text) -> list[str]:
     """GPU-hours of the planned time and their cost at PRICE=; per million trained tokens at the planned speed."""
-    from .. import cost
+    from ..plan import cost
 
     price = cost.parse_price(price_text)
     tp = result.throughput

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .. import recipes
-from ..problems import ProblemReport
+from ..io.problems import ProblemReport
+from ..recipe import recipes
 
 NAME = "plan-all"
 HELP = "a table of every shipped recipe: GiB per GPU against capacity, verdict, expected tokens/s/GPU"

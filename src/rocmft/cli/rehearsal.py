@@ -16,17 +16,17 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from .. import paths
+    from ..hardware.versions import from_lock
     from ..image import docker_api, rehearsal
     from ..image.context import git_commit
-    from ..image.versions import from_lock
     from ..image.wheelhouse import default_folder
+    from ..io import paths
     from .image import resolve_arch
 
     for name in args.arches:
         arch = resolve_arch(name)
         if not arch.is_gpu:
-            from ..problems import Problem, ProblemReport
+            from ..io.problems import Problem, ProblemReport
 
             raise ProblemReport([Problem("", "ARCH", f"`{name}` is no ROCm arch: nothing to rehearse",
                                          f"name ROCm arches: {' '.join(rehearsal.ARCHES)}")])

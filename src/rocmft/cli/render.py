@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .. import pipeline, runs
+from .. import pipeline
+from ..run import runs
 from .common import add_recipe_arguments, overrides, warn
 
 HELP = "render + validate a recipe into a new run dir (train.yaml, ds_config.json)"

@@ -57,9 +57,10 @@ def _attempts_note(status: dict) -> list[str]:
 
 
 def run(args) -> int:
-    from .. import cost, runs
     from ..evaluate.report import harness_headline, tuned_loss
-    from ..safe_text import one_line
+    from ..io.safe_text import one_line
+    from ..plan import cost
+    from ..run import runs
 
     price = cost.parse_price(getattr(args, "price", None))
 
@@ -138,7 +139,7 @@ def gpus_of(run_dir) -> int | None:
 
 def money_cells(run_dir, seconds: float | None, price: float) -> tuple[str, str]:
     """(GPU-hours, cost) measured: the run's wall time from start to end x its GPUs."""
-    from .. import cost
+    from ..plan import cost
 
     gpus = gpus_of(run_dir)
     if seconds is None or gpus is None:

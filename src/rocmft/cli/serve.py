@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import os
 
-    from ..problems import ProblemReport, raise_if_errors
+    from ..io.problems import ProblemReport, raise_if_errors
     from ..serve import plan, ports, session
 
     host = (args.host or "127.0.0.1").strip()
@@ -62,7 +62,7 @@ def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str, probe
     import os
     import sys
 
-    from ..problems import raise_if_errors
+    from ..io.problems import raise_if_errors
     from ..serve import foreground, local
 
     verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")

@@ -21,11 +21,11 @@ def run(args) -> int:
     import subprocess
     import sys
 
-    from .. import arches, host
+    from ..hardware import arches, host
+    from ..io.problems import Problem, ProblemReport, raise_if_errors
     from ..launch import docker as rt
     from ..launch import plan as launch_plan
     from ..launch.plan import devices_from_env, parse_gpus
-    from ..problems import Problem, ProblemReport, raise_if_errors
 
     facts = host.gather()
     detected = next((a for a in facts.gpu_arches if a in arches.table()), None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from .. import recipes
+from ..recipe import recipes
 from .common import add_recipe_arguments, overrides
 
 HELP = "print the fully resolved recipe (bases merged, overrides applied)"

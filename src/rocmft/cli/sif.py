@@ -13,8 +13,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .. import arches, paths
-from ..problems import Problem, ProblemReport
+from ..hardware import arches
+from ..io import paths
+from ..io.problems import Problem, ProblemReport
 
 HELP = "convert the rocmft Docker image of an arch to an Apptainer image (apptainer build; for CONTAINER=apptainer on Slurm)"
 TOOLS = ("apptainer", "singularity")  # SingularityCE takes the same build command

@@ -6,7 +6,7 @@ import importlib
 import os
 
 from .. import pipeline
-from ..problems import Problem, ProblemReport, raise_if_errors
+from ..io.problems import Problem, ProblemReport, raise_if_errors
 from .common import add_recipe_arguments, overrides, warn
 
 HELP = "render + validate + plan + launch a recipe (RUNTIME=local|docker|slurm|k8s)"
@@ -39,7 +39,7 @@ def add_arguments(parser) -> None:
                         help="slurm: requeues after a preemption or the time limit (MAX_REQUEUES=; resilience.max_requeues)")
     parser.add_argument("--force", action="store_true", help="launch even when the planner says it does not fit")
     parser.add_argument("--tune", action="store_true",
-                        help="PyTorch TunableOp GEMM tuning, results kept per image and model shape (TUNE=1; rocmft.tuning)")
+                        help="PyTorch TunableOp GEMM tuning, results kept per image and model shape (TUNE=1; rocmft.launch.tuning)")
     parser.add_argument("--no-plan", action="store_true", help="skip the memory plan check")
     parser.add_argument("--quiet", action="store_true", help="no progress lines while it runs (train.log and the summary still)")
     parser.add_argument("--verbose", action="store_true", default=_env_flag("VERBOSE"),
@@ -64,7 +64,10 @@ def tune_overrides(args, user: list[str]) -> list[str]:
         return []
     from importlib import metadata
 
-    from .. import arches, paths, precision, recipes, tuning
+    from ..hardware import arches
+    from ..io import paths
+    from ..launch import tuning
+    from ..recipe import precision, recipes
     from ..validate import where
 
     recipe = recipes.load(args.recipe, user + ([f"arch={args.arch}"] if args.arch else []))
@@ -98,7 +101,8 @@ def run(args) -> int:
     from ..validate import where
 
     if args.print_runtime:
-        from .. import arches, recipes
+        from ..hardware import arches
+        from ..recipe import recipes
 
         recipe = recipes.load(args.recipe, overrides(args) + ([f"arch={args.arch}"] if args.arch else []))
         print(args.runtime or where.default_runtime(arches.get(recipe.arch, file=recipe.path)))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import arches, pipeline, recipes
-from ..problems import EXIT_INVALID, Problem, ProblemReport
+from .. import pipeline
+from ..hardware import arches
+from ..io.problems import EXIT_INVALID, Problem, ProblemReport
+from ..recipe import recipes
 from ..validate import where
 
 HELP = "validate recipes, LLaMA-Factory YAMLs or DeepSpeed JSONs (all problems at once; exit 2 if any)"

@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import os
 
-    from ..problems import ProblemReport, raise_if_errors
+    from ..io.problems import ProblemReport, raise_if_errors
     from ..serve import plan, ports, session
     from .serve import start
 

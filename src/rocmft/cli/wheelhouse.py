@@ -18,8 +18,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from ..hardware.versions import from_lock
     from ..image import wheelhouse
-    from ..image.versions import from_lock
     from .image import resolve_arch
 
     arch = resolve_arch(args.arch)

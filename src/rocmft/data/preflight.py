@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from ..problems import Problem
+from ..io.problems import Problem
 from . import registry
 from .files import rel, same_file
 from .options import Options

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 from . import formats, kto, registry
 from .files import inside, rel, same_file
 from .options import DEFAULT_MAX_LINE_MB, Options

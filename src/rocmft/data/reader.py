@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 
 CHUNK = 1 << 20
 

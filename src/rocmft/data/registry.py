@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 from .writer import output_mode, temp_beside
 
 FILE_NAME = "dataset_info.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from ..problems import ProblemReport
+from ..io.problems import ProblemReport
 from . import formats
 from .formats import BadRow
 from .options import Options

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..stages import STAGE_OF_KIND
+from ..recipe.stages import STAGE_OF_KIND
 from . import formats
 from .files import rel
 from .stats import Histogram

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 
 
 class TokenCounter:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..problems import Problem, ProblemReport
-from ..serve.target import Target
+from ..io.problems import Problem, ProblemReport
+from ..run.target import Target
 
 SHIPPED_TASKS = "eval_tasks"  # the project's own tasks (eval_tasks/rocmft_demo: the demo's identity question)
 TASK_FILE_SUFFIXES = (".yaml", ".yml")  # a task in the harness's own YAML format, by its path

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..problems import Problem, ProblemReport
-from ..serve.target import Target
+from ..io.problems import Problem, ProblemReport
+from ..run.target import Target
 
 DEFAULT_ROWS = 50  # generation is the slow part: a sample is enough to compare base and tuned
 EXAMPLES = 3  # prompts shown with both answers
@@ -66,7 +66,7 @@ def check_data(name: str, registry: Mapping[str, Any], dataset_dir: str) -> list
             return [Problem("", "DATA", f"`{name}` is preference pairs (ranking: true): eval compares answers to "
                             "one reference answer", "DATA=<an SFT dataset> (`make data` lists them)")]
         return []
-    from ..problems import did_you_mean
+    from ..io.problems import did_you_mean
 
     hint = did_you_mean(name, registry) or "`make data` registers one; the registered ones are in " \
                                            f"{dataset_dir}/dataset_info.json"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import hostio
+from ..io import hostio
 from .plan import EvalPlan, perplexity
 
 JSON_NAME = "eval.json"

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import hubcache
 from ..evaluate.harness_plan import SHIPPED_TASKS, TASK_FILE_SUFFIXES
-from ..recipes import SECRET_ENV
+from ..io import hubcache
+from ..recipe.recipes import SECRET_ENV
 
 WORKER = ("-m", "rocmft.fetch.worker")
 # What the download passes on to the job and nothing else (HF_HUB_OFFLINE too: a cache hit is then said offline).

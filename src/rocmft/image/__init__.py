@@ -8,14 +8,16 @@
 
 For the launcher: `tags(arch)` and `find_image(client, arch)`; compare `image_arch(image)` (the
 `ai.rocmft.arch` label) with the arch you are about to run on.
+
+May import: io, hardware, plan.
 """
 
 from __future__ import annotations
 
 import importlib
 
-# Resolved on first use, not at import: `rocmft.arches` reads `image.versions` (the pins), and importing the
-# package must not pull in the Docker SDK or the build plan (which reads `rocmft.arches`: an import circle).
+# Resolved on first use, not at import: importing the package (a launcher reading its names) must not pull in the
+# Docker SDK or the build plan.
 _EXPORTS = {"find_image": "docker_api", "image_arch": "docker_api", "image_labels": "docker_api",
             "LABEL_PREFIX": "names", "BuildPlan": "plan", "build_plan": "plan", "tags": "names"}
 

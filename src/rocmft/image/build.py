@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 from . import context as build_context
 from .plan import BuildPlan
 

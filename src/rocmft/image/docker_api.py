@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 from .names import LABEL_PREFIX, tags
 
 START_DAEMON = ("start it: `sudo systemctl start docker`; on a bare machine, as root, "

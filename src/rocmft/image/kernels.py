@@ -17,8 +17,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..arches import Arch
-from .versions import Versions
+from ..hardware.arches import Arch
+from ..hardware.versions import Versions
 
 # Where the context carries the kernel stage's only inputs, and where the image keeps the stage's record.
 CONTEXT_KERNELS = "kernels"

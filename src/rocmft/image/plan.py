@@ -12,11 +12,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ..arches import Arch
+from ..hardware.arches import Arch
+from ..hardware.versions import Versions
 from . import kernels as kernel_stage
 from .kernels import KernelSpec, MaxJobs
 from .names import LABEL_PREFIX, tags
-from .versions import Versions
 
 DOCKERFILE = "docker/Dockerfile"
 TARGET = "image"

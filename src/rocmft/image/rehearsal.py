@@ -30,12 +30,13 @@ import time
 from pathlib import Path
 from types import MappingProxyType
 
-from .. import arches, paths
-from ..problems import Problem, ProblemReport
+from ..hardware import arches
+from ..hardware.versions import Versions, canonical
+from ..io import paths
+from ..io.problems import Problem, ProblemReport
 from . import build, kernels
 from .names import LABEL_PREFIX
 from .plan import BuildPlan, build_plan, image_packages
-from .versions import Versions, canonical
 from .wheelhouse import kernel_sources
 
 REPOSITORY = "rocmft-rehearsal"
@@ -132,7 +133,7 @@ def _pin(versions_lock: dict[str, str], name: str) -> str:
 
 def base_context(cpu_base: str, wheels: Path) -> tuple[str, list[Path]]:
     """The rehearsal base's Dockerfile text and the wheels its context carries (all of the wheelhouse's)."""
-    from .versions import lock_file, read_pins
+    from ..hardware.versions import lock_file, read_pins
     from .wheelhouse import parse_filename
 
     lock = read_pins(lock_file())

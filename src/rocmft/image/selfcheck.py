@@ -62,7 +62,7 @@ def _attempt(name: str, fn) -> Check:
     return Check(name, bool(ok), detail)
 
 
-# The GPU-only packages (image/versions.py IMAGE_PINS): absent from an image whose list leaves them out.
+# The GPU-only packages (hardware/versions.py IMAGE_PINS): absent from an image whose list leaves them out.
 GPU_ONLY = ("bitsandbytes", "flash-attn", "liger-kernel")
 # What a package's import must reach to count: LLaMA-Factory applies Liger through liger_kernel.transformers
 # (model/model_utils/liger_kernel.py), which imports its Triton kernels; the bare package imports nothing.

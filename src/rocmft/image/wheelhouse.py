@@ -21,10 +21,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ..arches import Arch
-from ..problems import Problem, ProblemReport
+from ..hardware.arches import Arch
+from ..hardware.versions import Versions, canonical, read_pins
+from ..io.problems import Problem, ProblemReport
 from .plan import image_packages
-from .versions import Versions, canonical, read_pins
 
 MANIFEST = "rocmft-wheelhouse.json"
 # Never in a ROCm wheelhouse: the base image's torch stack stays, and nothing CUDA gets in.
@@ -211,14 +211,14 @@ def kept_kernel_wheels(folder: Path) -> list[Path]:
 
 
 def default_folder(arch: str) -> Path:
-    from .. import paths
+    from ..io import paths
 
     return paths.root() / "wheelhouse" / arch
 
 
 def for_arch(arch: Arch, versions: Versions, folder: Path | None = None, *, flash_attn: str = "auto") -> WheelhousePlan:
     """The plan for `arch` from the project's requirement files (requirements/lock.txt, train.txt, dev.txt)."""
-    from .. import paths
+    from ..io import paths
 
     req = paths.root() / "requirements"
     return wheelhouse_plan(arch, versions, folder or default_folder(arch.name), lock=req / "lock.txt",

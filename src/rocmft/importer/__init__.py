@@ -5,6 +5,8 @@ translate what rocmft owns (`translate`) -> pick the base and what differs from 
 DeepSpeed JSON to a preset or keep it (`deepspeed`) -> write the recipe (`write`), render and validate it,
 plan it (`check`) -> say all of it (`report`). Nothing is written for input that cannot become a recipe, and
 a written recipe that does not validate is removed again: the user's files are only ever read.
+
+May import: io, hardware, recipe, run, plan, validate, launch.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import ds_presets, paths, precision, recipes
-from ..problems import Problem, ProblemReport
+from ..io import paths
+from ..io.problems import Problem, ProblemReport
+from ..recipe import ds_presets, precision, recipes
 from ..validate import where
 from ..validate.llamafactory import UNKNOWN_KEY
 from . import base, check, command, deepspeed, source, translate, write

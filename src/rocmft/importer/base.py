@@ -16,7 +16,8 @@ from typing import Any
 
 import yaml
 
-from .. import paths, recipes
+from ..io import paths
+from ..recipe import recipes
 
 # LLaMA-Factory 0.9.5's (and transformers 5's TrainingArguments') defaults for what the bases set: a base value
 # equal to it needs no line. tests/unit/importer/test_base.py holds this table to the installed dataclasses; a

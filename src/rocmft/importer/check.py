@@ -14,10 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import paths, render, runs
-from ..arches import Arch
-from ..problems import Problem, ProblemReport
-from ..recipes import Recipe
+from ..hardware.arches import Arch
+from ..io import paths
+from ..io.problems import Problem, ProblemReport
+from ..recipe import render
+from ..recipe.recipes import Recipe
+from ..run import runs
 from ..validate import inputs, where
 from ..validate import request as req
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from ..problems import Problem
-from ..yamlio import parse_yaml
+from ..io.problems import Problem
+from ..io.yamlio import parse_yaml
 
 LF_PROGRAMS = ("llamafactory-cli", "lmf")
 # torchrun's and deepspeed's options that take a value; the first other word is the script.

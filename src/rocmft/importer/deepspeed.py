@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import ds_presets, render
-from ..precision import Precision
-from ..problems import Problem
+from ..io.problems import Problem
+from ..recipe import ds_presets, render
+from ..recipe.precision import Precision
 from .base import same
 
 OWN_BLOCKS = ("optimizer", "scheduler")

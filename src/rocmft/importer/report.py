@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..problems import Problem
-from ..safe_text import one_line
+from ..io.problems import Problem
+from ..io.safe_text import one_line
 
 SECTIONS = {
     "translated": "translated (rocmft owns these)",

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import paths, recipes
-from ..problems import Problem, ProblemReport
+from ..io import paths
+from ..io.problems import Problem, ProblemReport
+from ..recipe import recipes
 
 # `rocmft render` writes this first line; a file it rendered says which arch it was rendered for.
 RENDERED_HEADER = re.compile(r"^# LLaMA-Factory train config rendered by rocmft \S+ from recipe `[^`]*` for (\S+)\.$")

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import arches, precision, recipe_env, run_trust
-from ..arches import Arch
+from ..hardware import arches
+from ..hardware.arches import Arch
+from ..io.problems import Problem, ProblemReport
 from ..launch.plan import DEVICE_VARS
-from ..problems import Problem, ProblemReport
-from ..recipes import SECRET_ENV
+from ..recipe import precision, recipe_env
+from ..recipe.recipes import SECRET_ENV
+from ..run import run_trust
 from .command import Launch
 from .report import Report
 from .source import Source
@@ -31,7 +33,7 @@ def choose_arch(given: str | None, source: Source, launch: Launch, report: Repor
     if given:
         return arches.get(given, key="ARCH")
     built_for = launch.env.get("PYTORCH_ROCM_ARCH", "").replace(",", ";").split(";")
-    from ..host import gpus_from_sysfs
+    from ..hardware.host import gpus_from_sysfs
 
     for name, how in ((source.rendered_for, "the file's header (rendered by rocmft for it)"),
                       (built_for[0] if len(built_for) == 1 else "", "PYTORCH_ROCM_ARCH in CMD"),

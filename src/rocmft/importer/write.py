@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from ..problems import Problem, ProblemReport
-from ..safe_text import one_line
+from ..io.problems import Problem, ProblemReport
+from ..io.safe_text import one_line
 
 
 def _dump(value: Any) -> str:

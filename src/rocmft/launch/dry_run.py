@@ -10,7 +10,9 @@ written (plan.json, and container.json / sbatch.sh / pytorchjob.yaml): its state
 
 from __future__ import annotations
 
-from .. import host, pipeline, runs
+from ..hardware import host
+from ..run import runs
+from . import prepared
 
 
 def lines(runtime: str, prep, args) -> list[str]:
@@ -34,11 +36,11 @@ def _docker(prep, args) -> list[str]:
     from . import docker as rt
 
     facts = host.gather(tools=False)
-    plan = pipeline.build_plan(prep, python="python")
+    plan = prepared.build_plan(prep, python="python")
     image = getattr(args, "docker_image", None) or tags(prep.arch.name)[0]
     spec = rt.container_spec(plan, prep.arch, facts, image=image, args=prep.rendered.args)
     refused = [p.line() for p in rt.check_host(plan, prep.arch, facts)]
-    run_dir = pipeline.commit(prep, plan, runtime="docker", dry_run=True)
+    run_dir = prepared.commit(prep, plan, runtime="docker", dry_run=True)
     (run_dir / "container.json").write_text(spec.to_json())
     rel = runs.relative(run_dir)
     out = [(f"[rocmft] dry run (RUNTIME=docker): nothing started; plan in {rel}/plan.json, container in "
@@ -64,8 +66,8 @@ def _docker(prep, args) -> list[str]:
 def _local(prep) -> list[str]:
     from .local import _arch_gpus
 
-    plan = pipeline.build_plan(prep, gpus=prep.gpus or _arch_gpus(prep))
-    run_dir = pipeline.commit(prep, plan, runtime="local", dry_run=True)
+    plan = prepared.build_plan(prep, gpus=prep.gpus or _arch_gpus(prep))
+    run_dir = prepared.commit(prep, plan, runtime="local", dry_run=True)
     rel = runs.relative(run_dir)
     return [f"[rocmft] dry run (RUNTIME=local): nothing started; plan in {rel}/plan.json",
             "  environment (on top of yours):", *_env_lines(plan.env, plan.unset_env, plan.secret_env),

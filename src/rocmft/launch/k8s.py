@@ -16,10 +16,12 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import __version__, hostio, paths, runs
-from ..arches import Arch
-from ..problems import Problem, raise_if_errors
-from ..recipes import SECRET_ENV, Recipe
+from .. import __version__
+from ..hardware.arches import Arch
+from ..io import hostio, paths
+from ..io.problems import Problem, raise_if_errors
+from ..recipe.recipes import SECRET_ENV, Recipe
+from ..run import runs
 from . import names, slurm
 from .plan import LaunchPlan
 
@@ -200,7 +202,7 @@ def structure_problems(job: Mapping[str, Any], nodes: int, nproc: int) -> list[P
 
 def render_manifest(job: Mapping[str, Any], recipe: Recipe, arch: Arch, *, manifest_path: str, pvc: str, secret: str,
                     namespace: str | None) -> str:
-    from ..render import environment
+    from ..recipe.render import environment
 
     return environment().get_template(TEMPLATE).render(
         version=__version__, recipe=recipe.name, arch=arch.name, nodes=recipe.nodes,
@@ -242,14 +244,14 @@ def launch(prep, args) -> int:
     The CLI runs `check` first and prints its warnings; it runs again here so no caller skips it."""
     import dataclasses
 
-    from .. import pipeline
+    from . import prepared
 
     root = paths.root()
     time_limit = str(getattr(args, "time_limit", None) or slurm.DEFAULT_TIME).strip()
     check(prep, args)
 
     prep = dataclasses.replace(prep, gpus=None)
-    plan = pipeline.build_plan(prep, python="python", node_rank="$(RANK)", master_addr="$(MASTER_ADDR)",
+    plan = prepared.build_plan(prep, python="python", node_rank="$(RANK)", master_addr="$(MASTER_ADDR)",
                                master_port="$(MASTER_PORT)")
     image = getattr(args, "container_image", None) or slurm.default_image(prep.arch.name)
     pvc = getattr(args, "k8s_pvc", None) or DEFAULT_PVC
@@ -259,7 +261,7 @@ def launch(prep, args) -> int:
     job, dropped = build_job(plan, prep.recipe, prep.arch, name=job_name(run_name), run_name=run_name, image=image,
                              pvc=pvc, secret=secret, namespace=namespace, deadline_s=seconds(time_limit), root=root)
     raise_if_errors(structure_problems(job, prep.recipe.nodes, plan.nproc_per_node))
-    run_dir = pipeline.commit(prep, plan, runtime="k8s", image=image)
+    run_dir = prepared.commit(prep, plan, runtime="k8s", image=image)
     rel = runs.relative(run_dir)
     runs.mark(run_dir, "rendered", runtime="k8s", k8s_job=job["metadata"]["name"])
     manifest = render_manifest(job, prep.recipe, prep.arch, manifest_path=f"{rel}/{MANIFEST}", pvc=pvc, secret=secret,

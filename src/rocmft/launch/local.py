@@ -20,7 +20,8 @@ import sys
 import threading
 from pathlib import Path
 
-from .. import hostio, paths, runs
+from ..io import hostio, paths
+from ..run import runs
 from .plan import LaunchPlan, job_env
 from .progress import Watch
 
@@ -128,7 +129,7 @@ def _arch_gpus(prep) -> tuple[str, ...] | None:
     """No GPUS=: the GPUs of the recipe's arch alone (an enabled iGPU stays hidden), from sysfs."""
     if not prep.arch.is_gpu:
         return None
-    from .. import host
+    from ..hardware import host
     from .plan import arch_selection
 
     return arch_selection(prep.arch, host.gpus_from_sysfs(), prep.recipe.gpus_per_node)
@@ -136,11 +137,11 @@ def _arch_gpus(prep) -> tuple[str, ...] | None:
 
 def launch(prep, args) -> int:
     """`rocmft train --runtime local`: commit the run dir, record the plan, run it, say how it ended."""
-    from .. import pipeline
+    from . import prepared
     from .outcome import finish
 
-    plan = pipeline.build_plan(prep, gpus=prep.gpus or _arch_gpus(prep))
-    run_dir = pipeline.commit(prep, plan, runtime="local")
+    plan = prepared.build_plan(prep, gpus=prep.gpus or _arch_gpus(prep))
+    run_dir = prepared.commit(prep, plan, runtime="local")
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)
     print(f"[rocmft] command: {' '.join(plan.argv)}", flush=True)
     code = run(plan, run_dir, quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False))

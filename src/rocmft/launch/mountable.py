@@ -22,7 +22,7 @@ import posixpath
 import stat
 from collections.abc import Iterable, Mapping
 
-from ..problems import Problem
+from ..io.problems import Problem
 
 CACHE_ROOTS_ENV = "ROCMFT_CACHE_ROOTS"
 # Never mounted, nor anything under them: the system, the kernel's views, sockets' homes, Docker's state.
@@ -107,7 +107,7 @@ def recipe_problems(job_env: Mapping[str, str], args: Mapping[str, object], proj
                     caller_env: Mapping[str, str]) -> list[Problem]:
     """The same rules on a recipe before anything runs (before validation in the arch's image asks the
     daemon): its env: caches and its absolute inputs, for a runtime that mounts them (docker, slurm)."""
-    from ..host import default_hf_home
+    from ..hardware.host import default_hf_home
     from .docker.spec import CACHE_ENV, INPUT_KEYS
 
     home = caller_env.get("HOME", "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ..problems import Problem
+from ..io.problems import Problem
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Kubernetes object names (apimachinery's IsDNS1123Label / IsDNS1123Subdomain): a namespace is a label,

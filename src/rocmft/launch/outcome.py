@@ -7,9 +7,12 @@ import math
 import os
 from pathlib import Path
 
-from .. import advice, arches, checkpoints, hostio, runs
-from ..jobfiles import DIVERGED
-from ..safe_text import for_terminal
+from ..hardware import arches
+from ..io import hostio
+from ..io.safe_text import for_terminal
+from ..recipe import advice
+from ..run import checkpoints, runs
+from ..run.jobfiles import DIVERGED
 from . import summary
 from .joblog import failed_ranks
 
@@ -90,7 +93,7 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
 
 def attempt_lines(run_dir: Path, status: dict) -> list[str]:
     """How often the run was started again (Slurm requeues, torchrun restarts) and what that cost in steps."""
-    from . import events
+    from ..run import events
 
     attempts = status.get("attempts") or []
     restarts = sum(int(a.get("restarts") or 0) for a in attempts)

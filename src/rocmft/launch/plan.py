@@ -26,10 +26,10 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
-from .. import recipe_env
-from ..arches import Arch
-from ..problems import Problem, ProblemReport
-from ..recipes import SECRET_ENV, Recipe
+from ..hardware.arches import Arch
+from ..io.problems import Problem, ProblemReport
+from ..recipe import recipe_env
+from ..recipe.recipes import SECRET_ENV, Recipe
 
 DEVICE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 # Passed from the caller's environment when set: caches, offline switches, site network settings.

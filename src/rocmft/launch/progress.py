@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
+from ..run.events import EventFile
 from . import joblog
-from .events import EventFile
 from .terminal import Display
 
 POLL_S = 0.25

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import runs
-from . import events, joblog
+from ..run import events, runs
+from . import joblog
 
 
 def _world_size(run_dir: Path) -> int:

@@ -15,9 +15,9 @@ import threading
 import time
 from typing import Any, TextIO
 
-from .. import stages
-from ..safe_text import for_terminal
-from . import events
+from ..io.safe_text import for_terminal
+from ..recipe import stages
+from ..run import events
 
 PREFIX = "[rocmft] "
 # A piped run (CI, `| tee`, a file) shows this many step lines at most, plus the last: every step of a run this

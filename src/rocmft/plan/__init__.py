@@ -5,14 +5,16 @@ plan (unknown model, unknown GPU memory) - it says so in `summary` and lets the 
 for a verdict of "does not fit"). `rocmft plan` / `make plan` call `check(..., strict=True)`, which raises
 the ProblemReport instead. Pure YAML/JSON arithmetic: no torch, no transformers (runs on the host CLI).
 See docs/plan.md for how to read the output and memory.py / throughput.py for the model and its sources.
+
+May import: io, hardware, recipe.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..problems import Problem, ProblemReport
-from ..recipes import Recipe
+from ..io.problems import Problem, ProblemReport
+from ..recipe.recipes import Recipe
 from . import dataset, lengths, memory, report, suggest, throughput, workload
 from .memory import MemoryPlan
 from .suggest import Suggestion

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .. import paths
+from ..io import paths
 from . import models
 
 CHARS_PER_TOKEN = 4.0

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from .. import paths
-from ..problems import Problem, ProblemReport, did_you_mean
+from ..io import paths
+from ..io.problems import Problem, ProblemReport, did_you_mean
 
 TABLE_FILE = Path(__file__).with_name("models.yaml")
 REQUIRED_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -239,9 +239,7 @@ def resolve(name: str, inline: Mapping[str, Any] | None = None, *, file: str = "
     spec = from_table(name)
     if spec is not None:
         return spec
-    from .. import tiny_model
-
-    if tiny_model.named(name, paths.root()):  # a fresh clone: built on demand by `make train`, not by the planner
+    if paths.is_tiny_model(name, paths.root()):  # a fresh clone: built on demand by `make train`, not by the planner
         return _raise(file, key, f"the tiny model `{name}` is not built yet",
                       "`make tiny-model` builds it in seconds; `make train` and `make demo` build it when missing")
     looks_local = name.startswith((".", "/", "~")) or name.count("/") != 1

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import arches, host
-from ..problems import Problem, did_you_mean
+from ..hardware import arches, host
+from ..io.problems import Problem, did_you_mean
 
 
 def choose(plan: Mapping[str, Any], arch: arches.Arch, gpus, file: str,

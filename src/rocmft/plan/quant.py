@@ -4,7 +4,7 @@ Storage, per nn.Linear weight of n = out x in values (bitsandbytes 0.50.2, funct
 quantize_blockwise, nn/modules.py Params4bit, Int8Params):
 - NF4/FP4: two 4-bit codes per byte (ceil(n/2) bytes; LLaMA-Factory stores them in a tensor of the compute dtype,
   bnb_4bit_quant_storage, which holds the same bytes) and one absmax per block of 64 values (blocksize 64: the
-  default on every arch since bitsandbytes 0.49.2, CDNA included - rocmft.quantization).
+  default on every arch since bitsandbytes 0.49.2, CDNA included - rocmft.recipe.quantization).
   - plain: an fp32 absmax per block, 4 bytes per 64 values = 0.5 bits per weight;
   - double quantisation: the absmax values, less their mean (one fp32 offset per tensor), quantised to 8 bits in
     blocks of 256 with an fp32 absmax each: 1 byte per 64 values + 4 bytes per 64 x 256 values

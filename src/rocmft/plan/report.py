@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import arches, paths
+from ..hardware import arches
+from ..io import paths
 from . import memory as mem
 from . import suggest, throughput
 from .workload import Workload

@@ -16,7 +16,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .. import arches, quantization, rules
+from ..hardware import arches
+from ..recipe import quantization, rules
 from . import memory, throughput
 from .activations import LIGER_MODEL_TYPES
 from .workload import Workload
@@ -106,7 +107,7 @@ def _moves(w: Workload) -> list[Move]:
         smaller //= 2
     if w.tokens_per_micro_batch < throughput.SMALL_MICRO_BATCH_TOKENS and ga % 2 == 0:
         out.append(Move("micro-batch", 1, lambda x: replace(x, micro_batch=b * 2, grad_accum=ga // 2)))
-    # Never where rocmft.rules switches it off at render (ZeRO-3 + a trainable lm_head: linkedin/Liger-Kernel#1048).
+    # Never where rocmft.recipe.rules switches it off at render (ZeRO-3 + a trainable lm_head: linkedin/Liger-Kernel#1048).
     liger_z3_off = w.zero_stage == 3 and w.method == "full" and w.stage in rules.FLCE_STAGES
     if (not w.liger and w.liger_available and (w.model.model_type or "llama") in LIGER_MODEL_TYPES
             and not liger_z3_off):
@@ -142,7 +143,7 @@ def _useless(w: Workload, new: Workload) -> bool:
         return True  # ZeRO shards over one GPU: nothing to split
     if new.packing == "neat_packing" and new.attention == "fa2" and new.micro_batch > 1:
         return True  # LLaMA-Factory's collator asserts micro-batch 1 for neat packing with flash-attn
-    if new.quant_bits is not None:  # what LLaMA-Factory refuses (rocmft.quantization), in any combination
+    if new.quant_bits is not None:  # what LLaMA-Factory refuses (rocmft.recipe.quantization), in any combination
         lf = {"quantization_bit": new.quant_bits, "finetuning_type": new.method}
         return bool(quantization.lf_refusals(lf, zero3=new.zero_stage == 3))
     return False

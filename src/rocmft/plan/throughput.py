@@ -31,7 +31,7 @@ from .memory import lora_params, param_counts
 from .workload import Workload
 
 # Speed factors on top of the utilisation range: planning assumptions, to be replaced by `make bench` figures.
-# Held to outside figures: the measured H200 rows (tests/unit/test_gpu_truth.py) and, on MI300X, AMD's MLPerf
+# Held to outside figures: the measured H200 rows (tests/unit/benchmarks/test_gpu_truth.py) and, on MI300X, AMD's MLPerf
 # Training v5.1 Llama-2-70B LoRA throughput (mlcommons/training_results_v5.1, AMD/results/MI300X_EPYC_9575F_pytorch_
 # llama2_70b: 2,166 tokens/s/GPU in FP8; tests/unit/plan/test_published_throughput.py states the setup's differences
 # and the band they allow: the planned bf16 figure is 0.38 of it, inside 0.25-0.82; nothing here was tuned to it).

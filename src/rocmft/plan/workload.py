@@ -13,9 +13,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import arches, ds_presets, paths, precision, quantization
-from ..problems import Problem, ProblemReport, did_you_mean
-from ..recipes import Recipe
+from ..hardware import arches
+from ..io import paths
+from ..io.problems import Problem, ProblemReport, did_you_mean
+from ..recipe import ds_presets, precision, quantization
+from ..recipe.recipes import Recipe
 from . import models, product
 from .lengths import Lengths
 
@@ -275,7 +277,7 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         problems.append(Problem(file, "llamafactory.quantization_bit", f"must be 2, 3, 4, 5, 6 or 8, got {quant!r}"))
         quant = None
     preset, ds_source = _ds_source(recipe)
-    if quant is not None:  # LLaMA-Factory's quantization rules, in its words (rocmft.quantization)
+    if quant is not None:  # LLaMA-Factory's quantization rules, in its words (rocmft.recipe.quantization)
         for refusal in quantization.lf_refusals(lf, zero3=preset.startswith("zero3")):
             problems.append(Problem(file, f"llamafactory.{refusal.key}", f'LLaMA-Factory refuses it: "{refusal.message}"'))
     stage = str(lf.get("stage", "sft"))

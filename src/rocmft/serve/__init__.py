@@ -1,8 +1,8 @@
 """Try what you trained: `make chat`, `make serve` (OpenAI-compatible API) and `make webui` (LlamaBoard).
 
 The flow, one job per module:
-  target.py    a run dir -> what to load: base model + adapter, its merged export, or a full fine-tune's
-               output; the run's own template; the arch and the runtime it trained in
+  (run/target.py: a run dir -> what to load: base model + adapter, its merged export, or a full fine-tune's
+               output; the run's own template; the arch and the runtime it trained in)
   settings.py  SET="max_new_tokens=256 temperature=0.2" -> generation settings, checked against the
                keys LLaMA-Factory's inference parser takes
   plan.py      pure: target + settings + host/port -> a `ServePlan` (argv, environment, secret names,
@@ -16,4 +16,6 @@ The flow, one job per module:
   llamaboard.py  what runs INSIDE the runtime for `make webui`: LlamaBoard, never shared, a login beyond loopback
 
 Nothing here imports torch or LLaMA-Factory except ask.py and llamaboard.py, which only run in the job's runtime.
+
+May import: io, hardware, recipe, run, launch.
 """

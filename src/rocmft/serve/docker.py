@@ -12,11 +12,11 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 
-from ..arches import Arch
-from ..host import HostFacts
+from ..hardware.arches import Arch
+from ..hardware.host import HostFacts
+from ..io.problems import Problem, ProblemReport
 from ..launch import docker as rt
 from ..launch import plan as launch_plan
-from ..problems import Problem, ProblemReport
 from .plan import ServePlan
 
 SERVE_LABEL = rt.LABEL + "serve"
@@ -58,8 +58,8 @@ def prepare(plan: ServePlan, arch: Arch, *, image_ref: str | None, gpus: tuple[s
             caller_env: Mapping[str, str]):
     """Every check before anything starts: host GPUs, daemon, image (never pulled), mounts, name.
     Returns (client, spec)."""
-    from .. import host as host_facts
-    from ..problems import raise_if_errors
+    from ..hardware import host as host_facts
+    from ..io.problems import raise_if_errors
 
     facts = host_facts.gather()
     raise_if_errors(rt.check_host(launch_plan.shell(arch, caller_env, gpus), arch, facts))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
-from ..safe_text import for_terminal
+from ..io.safe_text import for_terminal
 from . import ports
 from .plan import ServePlan
 

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .. import paths
-from ..arches import Arch
+from ..hardware.arches import Arch
+from ..io import paths
+from ..io.problems import Problem
 from ..launch import plan as launch_plan
-from ..problems import Problem
 from .plan import CLI, ServePlan
 
 

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..problems import Problem
-from .target import Target
+from ..io.problems import Problem
+from ..run.target import Target
 
 RUNTIMES = ("local", "docker")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

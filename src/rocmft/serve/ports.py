@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from ..problems import Problem
+from ..io.problems import Problem
 
 
 def _family(host: str) -> int:

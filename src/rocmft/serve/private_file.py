@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import paths
+from ..io import paths
 
 FILE_NAME = "text"
 

@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import arches, run_trust
-from ..arches import Arch
+from ..hardware import arches
+from ..hardware.arches import Arch
+from ..io.problems import Problem, ProblemReport
 from ..launch.plan import devices_from_env, parse_gpus
-from ..problems import Problem, ProblemReport
+from ..run import run_trust
+from ..run import target as serve_target
 from . import plan as serve_plan
 from . import settings as serve_settings
-from . import target as serve_target
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def for_run(run: str, set_string: str, runtime: str | None, gpus: str | None,
 def for_arch(arch_name: str | None, runtime: str | None, gpus: str | None,
              env: Mapping[str, str] | None = None) -> tuple[Arch, str, tuple[str, ...] | None]:
     """`make webui`: ARCH= or this host's GPUs' arch, else cpu; docker for a GPU arch, local for cpu."""
-    from .. import host
+    from ..hardware import host
 
     env = os.environ if env is None else env
     if arch_name:

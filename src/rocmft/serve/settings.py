@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..overrides import split_set
-from ..problems import Problem, did_you_mean, raise_if_errors
-from ..yamlio import parse_yaml
+from ..io.problems import Problem, did_you_mean, raise_if_errors
+from ..io.yamlio import parse_yaml
+from ..recipe.overrides import split_set
 
 # LLaMA-Factory's defaults (1024 new tokens, temperature 0.95, top_p 0.7) suit its web demo; for a chat
 # with a fine-tune, shorter answers come back sooner and a little less randomness reads better.

@@ -1,6 +1,8 @@
 """Validation before launch: LLaMA-Factory's parser, DeepSpeed's config model, and the inputs on disk.
 
 Importing this package is cheap; the checks import LLaMA-Factory/DeepSpeed (and so torch) when called.
+
+May import: io, hardware, recipe, data, image, launch.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .. import arches, paths
-from ..problems import Problem
+from ..hardware import arches
+from ..io import paths
+from ..io.problems import Problem
 
 
 def check_stack(args: dict[str, Any], ds_config: str | None, arch_name: str, world_size: int,

@@ -13,7 +13,7 @@ import re
 from types import SimpleNamespace
 from typing import Any, Mapping
 
-from ..problems import Problem, did_you_mean
+from ..io.problems import Problem, did_you_mean
 
 # Names of DeepSpeed's config objects that are not keys of its JSON (seen in LLaMA-Factory's examples).
 KNOWN_WRONG = {

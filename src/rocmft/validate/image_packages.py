@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..arches import Arch
-from ..problems import Problem
+from ..hardware.arches import Arch
+from ..io.problems import Problem
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def judge(args: dict[str, Any], arch: Arch, file: str) -> tuple[list[Problem], l
             errors.append(Problem(file, need.key, f"needs `{need.package}`, which the {arch.name} image does not have "
                                   f"(docker/arches.yaml arches.{arch.name} packages; {need.source})",
                                   f"remove `{need.key}`, or pin `{need.package}` (requirements/lock.txt or "
-                                  f"image/versions.py), list it in the {arch.name} packages, `make image ARCH={arch.name}`"))
+                                  f"hardware/versions.py), list it in the {arch.name} packages, `make image ARCH={arch.name}`"))
         elif not _on_this_host(need.package):
             notes.append(Problem(file, need.key, f"judged for {arch.name}: its image has {need.package} {have} "
                                  "(docker/arches.yaml), this host does not", severity="note"))

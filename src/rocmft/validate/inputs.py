@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import stages
 from ..data import formats
-from ..problems import Problem, did_you_mean
+from ..io.problems import Problem, did_you_mean
+from ..recipe import stages
 
 KIND_ROWS = {"sft": "supervised (prompt and answer)", "preference": "preference-pair (chosen/rejected)",
              "kto": "KTO (labelled answer)", "text": "plain-text"}

@@ -24,8 +24,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from ..arches import Arch
-from ..problems import Problem, did_you_mean
+from ..hardware.arches import Arch
+from ..io.problems import Problem, did_you_mean
 from . import image_packages, packages
 
 # Keys from the posts (and habits) that LLaMA-Factory does not take for training, with what to use instead.

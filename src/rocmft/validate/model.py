@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import hubcache
-from ..problems import Problem, did_you_mean
+from ..io import hubcache
+from ..io.problems import Problem, did_you_mean
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TIMEOUT_S = 10.0  # one small JSON answer; a host without a route to the Hub fails fast or times out here

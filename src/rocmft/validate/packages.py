@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 
-from ..problems import Problem
+from ..io.problems import Problem
 
 # The optional packages LLaMA-Factory asks for, by the key that needs them (0.9.5: hparams/parser.py,
 # `_check_extra_dependencies`). Only for naming the key: a package missing from this table is still reported.

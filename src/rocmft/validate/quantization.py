@@ -1,14 +1,14 @@
 """`quantization_bit` against what the target can run, before anything loads: the arch image's bitsandbytes (a
 CDNA image needs the warp-64 fix) and LLaMA-Factory's rules that it only applies when the model loads (after
-preprocessing, minutes into a run), in its own words. The rules themselves: rocmft.quantization."""
+preprocessing, minutes into a run), in its own words. The rules themselves: rocmft.recipe.quantization."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from .. import quantization
-from ..problems import Problem
+from ..io.problems import Problem
+from ..recipe import quantization
 
 FIXES = {
     "quantization_bit": "quantization_bit=4 (bitsandbytes NF4 shards under ZeRO-3), or deepspeed=none",
@@ -33,7 +33,7 @@ def check(args: dict[str, Any], ds_config: str | None, arch, file: str) -> list[
         why = quantization.image_refusal(arch)
         if why:
             problems.append(Problem(file, "quantization_bit", why,
-                                    f"pin bitsandbytes >= {quantization.CDNA_WARP64_FIX} (image/versions.py), then "
+                                    f"pin bitsandbytes >= {quantization.CDNA_WARP64_FIX} (hardware/versions.py), then "
                                     f"`make image ARCH={arch.name}`"))
     for refusal in quantization.lf_refusals(args, zero3(ds_config)):
         if refusal.at_load:

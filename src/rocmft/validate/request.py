@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..problems import Problem
+from ..io.problems import Problem
 
 MARK = "ROCMFT-VALIDATION "  # the answer's line: LLaMA-Factory or DeepSpeed may print their own lines around it
 

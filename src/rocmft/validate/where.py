@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..problems import Problem, ProblemReport
+from ..io.problems import Problem, ProblemReport
 from . import request as req
 
 ENTRY = ("python", "-m", "rocmft.validate.request")
@@ -98,7 +98,7 @@ def auto(arch) -> Place:
 def for_docker(arch, image_ref: str | None = None) -> Place:
     """RUNTIME=docker: the image the job will run; a missing daemon or image stops here (the job could not run).
     A GPU arch on a host without any GPU is said first: no image would help there."""
-    from .. import host
+    from ..hardware import host
     from ..image.docker_api import connect
     from ..launch.docker.checks import no_gpu
     from ..launch.docker.daemon import resolve_image
@@ -144,7 +144,7 @@ def for_runtime(runtime: str | None, args: Any = None, root: Path | None = None)
         if runtime_ == "docker":
             return for_docker(arch, getattr(args, "docker_image", None))
         if runtime_ == "slurm":
-            from .. import paths
+            from ..io import paths
             from ..launch.slurm.options import options_from_args
 
             opts = options_from_args(args, arch, root or paths.root())
@@ -184,7 +184,7 @@ def apptainer_argv(sif: str, root: Path, request_file: Path) -> list[str]:
 
 
 def _write_request(data: dict[str, Any], root: Path, key: str) -> Path:
-    from .. import paths
+    from ..io import paths
 
     folder = paths.cache_dir() / "validate"
     folder.mkdir(parents=True, exist_ok=True)

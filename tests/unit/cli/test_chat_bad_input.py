@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from tests.conftest import offline_env, rocmft
-from tests.unit.serve.conftest import make_run
+from tests.unit.run.conftest import make_run
 
 
 @pytest.fixture

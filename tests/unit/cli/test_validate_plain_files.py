@@ -124,7 +124,7 @@ def test_llamafactory_examples_from_inside_their_checkout(lf_checkout, job_env):
     assert badam == [("error: examples/extras/badam/llama3_full_sft.yaml: use_badam: needs `badam`, which the gfx942 "
                       "image does not have (docker/arches.yaml arches.gfx942 packages; llamafactory/hparams/parser.py "
                       "_check_extra_dependencies: check_version('badam>=1.2.1', mandatory=True)) (remove `use_badam`, "
-                      "or pin `badam` (requirements/lock.txt or image/versions.py), list it in the gfx942 packages, "
+                      "or pin `badam` (requirements/lock.txt or hardware/versions.py), list it in the gfx942 packages, "
                       "`make image ARCH=gfx942`)")], out
     assert "No package metadata" not in out + proc.stderr
     assert "[transformers]" not in out + proc.stderr  # warmup_ratio's deprecation is a note on its key instead

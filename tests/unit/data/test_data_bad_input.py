@@ -9,7 +9,7 @@ import os
 import pytest
 
 from rocmft.data import prepare
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 
 from .helpers import ALPACA, MESSAGES, SHAREGPT, digest, line, registry, rejects, run, write
 

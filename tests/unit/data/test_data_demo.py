@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from rocmft import paths
 from rocmft.data import demo, formats, prepare, stats
+from rocmft.io import paths
 
 DEMOS = {"demo_alpaca": "alpaca", "demo_messages": "messages", "demo_sharegpt": "sharegpt"}
 KIND_DEMOS = {"demo_dpo": "sharegpt-preference", "demo_kto": "messages-kto", "demo_text": "text"}

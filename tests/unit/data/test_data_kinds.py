@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rocmft.data import formats, prepare
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 
 from .helpers import digest, line, registry, rejects, run, write
 

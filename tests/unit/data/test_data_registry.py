@@ -10,7 +10,7 @@ import os
 import pytest
 
 from rocmft.data import registry
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 
 from .helpers import ALPACA, MESSAGES, digest, run, write
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rocmft.evaluate import harness_plan, harness_report
-from rocmft.problems import ProblemReport
-from rocmft.serve.target import Target
+from rocmft.io.problems import ProblemReport
+from rocmft.run.target import Target
 
 
 def _target(adapter: str | None, model: str = "models/base", source: str = "adapter") -> Target:

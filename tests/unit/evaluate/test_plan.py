@@ -9,12 +9,13 @@ import math
 import pytest
 import yaml
 
-from rocmft import arches
 from rocmft.evaluate import plan, report
-from rocmft.problems import ProblemReport
-from rocmft.serve import docker, private_file, target
+from rocmft.hardware import arches
+from rocmft.io.problems import ProblemReport
+from rocmft.run import target
+from rocmft.serve import docker, private_file
 from tests.unit.launch.test_docker_spec import mi300x_node
-from tests.unit.serve.conftest import make_run
+from tests.unit.run.conftest import make_run
 
 REGISTRY = {"demo_alpaca": {"file_name": "demo_alpaca.jsonl"}, "demo_dpo": {"file_name": "d.jsonl", "ranking": True}}
 

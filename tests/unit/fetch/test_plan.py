@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from rocmft import hubcache, paths
 from rocmft.fetch import plan as fetch
 from rocmft.fetch.plan import Target
+from rocmft.io import hubcache, paths
 from tests.conftest import PYTHON, rocmft
 
 REPO = "meta-llama/Meta-Llama-3-8B-Instruct"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches
 from rocmft.cli.main import main
+from rocmft.hardware import arches
+from rocmft.hardware.versions import Versions
 from rocmft.image import build, build_plan, context, docker_api, find_image, image_arch
-from rocmft.image.versions import Versions
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 from tests.unit.image.image_inputs import copy_image_inputs
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches
+from rocmft.hardware import arches
 
 ENTRYPOINT = Path(__file__).resolve().parents[3] / "docker" / "entrypoint.sh"
 TABLE = " ".join(name for name, a in arches.table().items() if a.is_gpu)  # what the launcher passes

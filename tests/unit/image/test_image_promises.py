@@ -1,5 +1,5 @@
 """What the code says an image holds is what the build writes (issue 31): every version pinned in
-image/versions.py reaches the build, every build arg the plan sends is read by the Dockerfile, and every image
+hardware/versions.py reaches the build, every build arg the plan sends is read by the Dockerfile, and every image
 label the code reads is one the Dockerfile writes. Read as data from the source files: no build runs here
 (tests/docker/ check the built CPU image and the ROCm rehearsal)."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches
-from rocmft.image import build_plan, info, versions
+from rocmft.hardware import arches, versions
+from rocmft.hardware.versions import from_lock
+from rocmft.image import build_plan, info
 from rocmft.image.names import LABEL_PREFIX
-from rocmft.image.versions import from_lock
 
 ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "src" / "rocmft"
@@ -40,9 +40,9 @@ def test_every_pin_of_versions_py_reaches_the_build():
     by_pin = {v: k for k, v in versions.IMAGE_PINS.items()}
     for name, value in pinned.items():
         package = by_pin.get(value) or name.removesuffix("_VERSION").lower().replace("_", "-")
-        assert f"{package}=={value}" in words, f"image/versions.py {name}={value}: no build installs {package}=={value}"
+        assert f"{package}=={value}" in words, f"hardware/versions.py {name}={value}: no build installs {package}=={value}"
     for dep in versions.BUILD_DEPS:
-        assert dep in words, f"image/versions.py BUILD_DEPS {dep}: not in any build's args"
+        assert dep in words, f"hardware/versions.py BUILD_DEPS {dep}: not in any build's args"
 
 
 @pytest.mark.parametrize("name", sorted(arches.table()))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rocmft import arches
+from rocmft.hardware import arches
+from rocmft.hardware.versions import from_lock
 from rocmft.image import build_plan
 from rocmft.image.info import label_lines
-from rocmft.image.versions import from_lock
 
 
 def test_image_info_shows_each_table_package_with_its_version():

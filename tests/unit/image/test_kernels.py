@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches
+from rocmft.hardware import arches
+from rocmft.hardware.versions import from_lock
 from rocmft.image import build, build_plan, context, kernels
 from rocmft.image.kernels import MaxJobs
-from rocmft.image.versions import from_lock
 from tests.unit.image.image_inputs import copy_image_inputs
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches
 from rocmft.cli.main import main
+from rocmft.hardware import arches
+from rocmft.hardware.versions import Versions, from_lock, read_pins
 from rocmft.image import build_plan, tags
 from rocmft.image.plan import LABEL_PREFIX
-from rocmft.image.versions import Versions, from_lock, read_pins
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()

@@ -15,7 +15,7 @@ import types
 
 import pytest
 
-from rocmft import arches
+from rocmft.hardware import arches
 from rocmft.image import selfcheck
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches
 from rocmft.cli.main import main
+from rocmft.hardware import arches
+from rocmft.hardware.versions import Versions
 from rocmft.image import wheelhouse
-from rocmft.image.versions import Versions
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 
 ROOT = Path(__file__).resolve().parents[3]
 REQ = ROOT / "requirements"

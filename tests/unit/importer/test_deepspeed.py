@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-from rocmft import arches, ds_presets, importer, pipeline, plan, precision, recipes
+from rocmft import importer, pipeline, plan
+from rocmft.hardware import arches
 from rocmft.importer import deepspeed
+from rocmft.recipe import ds_presets, precision, recipes
 from tests.unit.importer.conftest import SEEDS
 
 BF16, FP32 = (precision.resolve(p, arches.get("gfx942"))[0] for p in ("bf16", "fp32"))

@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 import yaml
 
-from rocmft import recipes, render
 from rocmft.cli.main import main
+from rocmft.recipe import recipes, render
 from rocmft.validate import where
 
 TRAIN = {"model_name_or_path": "meta-llama/Meta-Llama-3-8B-Instruct", "stage": "sft", "do_train": True,

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from rocmft import importer, recipes, render
+from rocmft import importer
+from rocmft.recipe import recipes, render
 from tests.conftest import ROOT
 
 SHIPPED = sorted(p.stem for p in (ROOT / "recipes").glob("*.yaml"))

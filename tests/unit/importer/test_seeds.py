@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import importer, recipes
+from rocmft import importer
+from rocmft.recipe import recipes
 from tests.unit.importer.conftest import SEEDS, make_project
 
 LORA = SEEDS / "rocm-lora-low-cost"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from rocmft import arches
+from rocmft.hardware import arches
 from rocmft.importer import command, translate
 from rocmft.importer.report import Report
 from rocmft.importer.source import Source
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 
 
 def arch(name):
@@ -101,7 +101,7 @@ def test_environment(name, value, target, kept, said):
 
 
 def test_arch_from_a_rendered_header_then_the_command(monkeypatch):
-    monkeypatch.setattr("rocmft.host.gpus_from_sysfs", list)
+    monkeypatch.setattr("rocmft.hardware.host.gpus_from_sysfs", list)
     report = Report()
     rendered = Source(path=None, args={}, yaml_args={}, rendered_for="gfx1100")
     assert translate.choose_arch(None, rendered, command.parse("PYTORCH_ROCM_ARCH=gfx942 true"), report).name == "gfx1100"

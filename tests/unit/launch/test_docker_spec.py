@@ -11,12 +11,14 @@ import json
 
 import pytest
 
-from rocmft import arches, recipes, runs
-from rocmft import host as host_mod
-from rocmft.host import GPU, HostFacts
+from rocmft.hardware import arches
+from rocmft.hardware import host as host_mod
+from rocmft.hardware.host import GPU, HostFacts
+from rocmft.io.problems import ProblemReport
 from rocmft.launch import docker as rt
 from rocmft.launch import plan as lp
-from rocmft.problems import ProblemReport
+from rocmft.recipe import recipes
+from rocmft.run import runs
 
 A = arches.table()
 ROOT = "/home/alice/rocmft"
@@ -373,7 +375,7 @@ def cpu_spec():
 
 
 def test_run_streams_logs_and_returns_the_exit_code(run_dir, capsys):
-    from rocmft.launch import events
+    from rocmft.run import events
 
     lines = [b"step 1\n", b"{'loss': 2.5, 'grad_norm': 1.0}\n", b"[rocmft] from the job\n", b"done\n"]
     # what the job in the container leaves in the mounted run dir (the same path on the host)

@@ -14,7 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from rocmft import __version__, paths, pipeline
+from rocmft import __version__, pipeline
+from rocmft.io import paths
 from rocmft.launch import k8s
 
 ROOT = paths.root()

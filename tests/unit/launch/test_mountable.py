@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from rocmft import arches
+from rocmft.hardware import arches
 from rocmft.launch import docker as rt
 from rocmft.launch import mountable
 from tests.conftest import ROOT as CHECKOUT

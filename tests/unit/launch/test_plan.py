@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from rocmft import arches, recipes
+from rocmft.hardware import arches
+from rocmft.io.problems import ProblemReport
 from rocmft.launch import plan as lp
-from rocmft.problems import ProblemReport
+from rocmft.recipe import recipes
 
 A = arches.table()
 HOST = {"HF_HOME": "/data/hf", "HF_TOKEN": "hf_secret", "PATH": "/usr/bin", "HIP_VISIBLE_DEVICES": "",
@@ -101,7 +102,8 @@ def test_job_env_applies_unset_and_plan():
 
 
 def test_a_gpu_subset_says_how_to_keep_the_recipes_global_batch(tmp_path, monkeypatch):
-    from rocmft import pipeline, recipes
+    from rocmft import pipeline
+    from rocmft.recipe import recipes
 
     monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
     lf = recipes.load("llama3-8b-z3").llamafactory  # the recipe's own batch, whatever it ships with
@@ -162,9 +164,10 @@ def test_a_recipes_own_secret_goes_by_name_to_every_runtime(tmp_path, monkeypatc
 def test_local_runtime_on_an_igpu_host_hides_the_igpu_by_rocr_index():
     """RUNTIME=local has no render nodes to pick: on an RX 7900 XTX host with the Ryzen iGPU (gfx1036) listed
     first, the plan selects the gfx1100 by ROCR_VISIBLE_DEVICES; on a host of one arch it selects nothing."""
-    from rocmft import arches, recipes
-    from rocmft.host import GPU
+    from rocmft.hardware import arches
+    from rocmft.hardware.host import GPU
     from rocmft.launch import plan as lp
+    from rocmft.recipe import recipes
 
     gfx1100 = arches.table()["gfx1100"]
     mixed = (GPU(0, "gfx1036"), GPU(1, "gfx1100"))

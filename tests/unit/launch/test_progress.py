@@ -7,9 +7,10 @@ import math
 import threading
 import time
 
-from rocmft.launch import events, joblog, summary
+from rocmft.launch import joblog, summary
 from rocmft.launch.progress import Watch
 from rocmft.launch.terminal import Display
+from rocmft.run import events
 from tests.conftest import wait_until
 
 

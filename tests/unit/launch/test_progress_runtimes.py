@@ -15,10 +15,12 @@ import threading
 import time
 from pathlib import Path
 
-from rocmft import arches, pipeline, runs
+from rocmft import pipeline
+from rocmft.hardware import arches
 from rocmft.launch import docker as rt
-from rocmft.launch import events, slurm
+from rocmft.launch import slurm
 from rocmft.launch.slurm import submission
+from rocmft.run import events, runs
 from tests.conftest import wait_until
 from tests.unit.launch.test_docker_spec import ROOT as DOCKER_ROOT
 from tests.unit.launch.test_docker_spec import laptop, plan_for

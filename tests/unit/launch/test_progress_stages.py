@@ -8,10 +8,11 @@ import types
 
 from transformers import TrainerControl, TrainerState
 
-from rocmft import stages
 from rocmft.callbacks.progress import ProgressCallback
-from rocmft.launch import events, summary
+from rocmft.launch import summary
 from rocmft.launch.terminal import Display
+from rocmft.recipe import stages
+from rocmft.run import events
 
 # One log entry of LLaMA-Factory's DPO trainer (train/dpo/trainer.py: its stored metrics, averaged).
 DPO_LOG = {"loss": 0.5068, "grad_norm": 0.55, "learning_rate": 2.5e-3, "rewards/chosen": 0.519, "rewards/rejected": 0.0796,

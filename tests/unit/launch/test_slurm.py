@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import __version__, paths, pipeline
+from rocmft import __version__, pipeline
 from rocmft.cli import main as cli
+from rocmft.io import paths
+from rocmft.io.problems import ProblemReport
 from rocmft.launch import slurm
-from rocmft.problems import ProblemReport
 
 ROOT = paths.root()
 RUN = "test-slurm-pinned"

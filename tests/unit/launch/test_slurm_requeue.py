@@ -17,10 +17,9 @@ import sys
 
 import pytest
 
-from rocmft import runs
-from rocmft.launch import events
 from rocmft.launch.slurm import status as book
-from tests.unit.test_checkpoints import fake_checkpoint
+from rocmft.run import events, runs
+from tests.unit.run.test_checkpoints import fake_checkpoint
 
 
 @pytest.fixture

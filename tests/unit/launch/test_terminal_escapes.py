@@ -7,10 +7,10 @@ from __future__ import annotations
 import io
 import json
 
-from rocmft import runs
 from rocmft.cli.main import main
 from rocmft.launch import outcome
 from rocmft.launch.terminal import Display
+from rocmft.run import runs
 
 ESC = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2J"
 

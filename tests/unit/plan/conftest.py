@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmft.recipes import Recipe
+from rocmft.recipe.recipes import Recipe
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +34,7 @@ def recipe_factory():
 def _no_host_gpus(tmp_path, monkeypatch):
     """The planner recognises the product from this host's KFD topology: plan every test as on a host without
     GPUs (the arch's first product) unless the test builds a topology of its own."""
-    from rocmft import host
+    from rocmft.hardware import host
 
     monkeypatch.setattr(host, "KFD_TOPOLOGY", str(tmp_path / "no-kfd-topology"))
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from rocmft import arches, recipes
 from rocmft.cli.main import main
+from rocmft.hardware import arches
 from rocmft.plan import check
+from rocmft.recipe import recipes
 
 
 def test_plan_prints_the_breakdown(capsys):

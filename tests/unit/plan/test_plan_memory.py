@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from rocmft import recipes
 from rocmft.plan import activations, check, memory
+from rocmft.recipe import recipes
 
 # LLaMA-Factory README's 7B memory figures ("Hardware Requirement") are held, with their source, in
 # test_plan_calibration.py's POINTS (one place for the outside figures).

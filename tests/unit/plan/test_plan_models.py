@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from rocmft import paths
+from rocmft.io import paths
+from rocmft.io.problems import ProblemReport
 from rocmft.plan import check, models
-from rocmft.problems import ProblemReport
 
 # Parameter counts the model cards publish (safetensors metadata on each model's Hugging Face page).
 PUBLISHED = {

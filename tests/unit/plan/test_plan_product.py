@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rocmft import arches, host
 from rocmft import plan as planner
+from rocmft.hardware import arches, host
+from rocmft.io.problems import ProblemReport
 from rocmft.plan import workload
-from rocmft.problems import ProblemReport
 
 from .conftest import make_recipe
 

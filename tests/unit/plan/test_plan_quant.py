@@ -121,7 +121,7 @@ def test_qlora_is_never_suggested_where_llamafactory_or_the_image_refuses_it():
 
 
 def test_8bit_under_zero3_is_refused_by_the_planner_in_llamafactorys_words():
-    from rocmft.problems import ProblemReport
+    from rocmft.io.problems import ProblemReport
 
     with pytest.raises(ProblemReport) as exc:
         check(make_recipe(gpus=8, deepspeed="zero3", quantization_bit=8), strict=True)

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from rocmft import recipes
 from rocmft.plan import batching, check, lengths, throughput
+from rocmft.recipe import recipes
 
 pytestmark = pytest.mark.real_tokens
 

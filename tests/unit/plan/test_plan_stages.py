@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from rocmft import recipes
 from rocmft.plan import activations, check, lengths, throughput
+from rocmft.recipe import recipes
 
 GIB = 2 ** 30
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from rocmft import recipes
 from rocmft.cli.main import main
 from rocmft.plan import activations, check, suggest
+from rocmft.recipe import recipes
 from tests.unit.plan.conftest import make_recipe
 
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from rocmft import arches
+from rocmft.hardware import arches
+from rocmft.io.problems import ProblemReport
 from rocmft.plan import check, dataset, throughput
 from rocmft.plan.workload import DEFAULT_MFU
-from rocmft.problems import ProblemReport
 
 
 def _w(recipe_factory, **kw):

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocmft import plan, recipes
+from rocmft import plan
+from rocmft.recipe import recipes
 
 PUBLISHED_SAMPLES_PER_S = 2.115  # result_0.txt, tracked_stats (see above)
 SEQUENCE = 8192

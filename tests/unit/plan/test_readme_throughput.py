@@ -10,8 +10,8 @@ import re
 import pytest
 
 from rocmft import plan as planner
-from rocmft import recipes
 from rocmft.plan import report
+from rocmft.recipe import recipes
 from tests.conftest import ROOT
 
 ROW = re.compile(r"^\| `([\w.-]+)` \|.*\| ([^|]+) \|$", re.MULTILINE)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 from rocmft.cli import chat as chat_cli
-from rocmft.serve import ask, plan, target
-from tests.unit.serve.conftest import make_run
+from rocmft.run import target
+from rocmft.serve import ask, plan
+from tests.unit.run.conftest import make_run
 
 
 def test_base_too_is_asked_of_ask_py_before_its_llamafactory_arguments(runs_dir):

@@ -5,11 +5,12 @@ ROCMFT_API_KEY by cli/serve.py) by name, never written."""
 
 from __future__ import annotations
 
-from rocmft import arches
+from rocmft.hardware import arches
 from rocmft.launch import docker as rt
-from rocmft.serve import docker, plan, target
+from rocmft.run import target
+from rocmft.serve import docker, plan
 from tests.unit.launch.test_docker_spec import ROOT, laptop, mi300x_node
-from tests.unit.serve.conftest import make_run
+from tests.unit.run.conftest import make_run
 
 A = arches.table()
 KEY = "sk-test-SECRET-456"

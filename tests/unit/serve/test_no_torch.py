@@ -4,7 +4,7 @@ only the Docker SDK); only ask.py, api.py and evaluate/job.py, run inside the jo
 import subprocess
 import sys
 
-MODULES = ("rocmft.cli.chat", "rocmft.cli.serve", "rocmft.cli.webui", "rocmft.serve.target", "rocmft.serve.settings",
+MODULES = ("rocmft.cli.chat", "rocmft.cli.serve", "rocmft.cli.webui", "rocmft.run.target", "rocmft.serve.settings",
            "rocmft.serve.plan", "rocmft.serve.ports", "rocmft.serve.session", "rocmft.serve.local",
            "rocmft.serve.docker", "rocmft.serve.foreground", "rocmft.serve.ask", "rocmft.serve.api",
            "rocmft.serve.private_file", "rocmft.cli.eval", "rocmft.evaluate.job")

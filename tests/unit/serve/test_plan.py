@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocmft.serve import plan, settings, target
-from tests.unit.serve.conftest import make_run
+from rocmft.run import target
+from rocmft.serve import plan, settings
+from tests.unit.run.conftest import make_run
 
 KEY = "sk-test-SECRET-123"
 

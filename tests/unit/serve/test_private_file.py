@@ -10,10 +10,12 @@ import stat
 
 import pytest
 
-from rocmft import arches, paths
-from rocmft.serve import docker, plan, private_file, target
+from rocmft.hardware import arches
+from rocmft.io import paths
+from rocmft.run import target
+from rocmft.serve import docker, plan, private_file
 from tests.unit.launch.test_docker_spec import laptop
-from tests.unit.serve.conftest import make_run
+from tests.unit.run.conftest import make_run
 
 TEXT = "my private question: é\n\tsecond line, 'quoted' $HOME\n"
 

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from rocmft import run_trust
-from rocmft.problems import ProblemReport
+from rocmft.run import run_trust
+from rocmft.io.problems import ProblemReport
 from rocmft.serve import session
 from tests.conftest import rocmft
-from tests.unit.serve.conftest import make_run
+from tests.unit.run.conftest import make_run
 
 
 def test_trust_remote_code_from_a_runs_train_yaml_needs_an_opt_in(runs_dir):
@@ -51,7 +51,7 @@ def test_a_run_dir_outside_the_runs_folder_or_someone_elses_gets_a_note(runs_dir
 def test_resume_from_a_run_dir_outside_the_runs_folder_gets_a_note(runs_dir, tmp_path):
     from rocmft import pipeline
 
-    from tests.unit.test_checkpoints import fake_checkpoint
+    from tests.unit.run.test_checkpoints import fake_checkpoint
 
     elsewhere = make_run(tmp_path / "shared", "theirs")
     fake_checkpoint(elsewhere / "output" / "checkpoint-6", 6)  # complete: what RESUME= takes

@@ -8,7 +8,7 @@ import typing
 
 import pytest
 
-from rocmft.problems import ProblemReport
+from rocmft.io.problems import ProblemReport
 from rocmft.serve import settings
 
 

@@ -14,7 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from rocmft import paths, validate
+from rocmft import validate
+from rocmft.io import paths
 from tests.conftest import PYTHON, ROOT, offline_env
 from tests.install.conftest import fresh_copy
 
@@ -42,7 +43,7 @@ def test_the_digest_follows_the_code_that_judges(tmp_path):
     assert validate.code_digest(package, arches) == before
     # Validation imports modules outside validate/ (inputs: stages, data/formats; model: hubcache; the stack
     # check: arches, problems): a change to any of them is a change to what judged.
-    for imported in ("stages.py", "data/formats.py", "hubcache.py", "arches.py", "problems.py"):
+    for imported in ("recipe/stages.py", "data/formats.py", "io/hubcache.py", "hardware/arches.py", "io/problems.py"):
         module = package / imported
         original = module.read_text()
         module.write_text(original + "\n# a pulled change\n")
@@ -129,7 +130,7 @@ def test_a_pull_that_changes_validation_revalidates(tmp_path):
 
     # A pull that changes only a module outside validate/ that the stack check imports (the arch table's code):
     # judged again, once.
-    table_code = checkout / "src" / "rocmft" / "arches.py"
+    table_code = checkout / "src" / "rocmft" / "hardware" / "arches.py"
     table_code.write_text(table_code.read_text() + "\n# a pulled change outside validate/\n")
     outside = render("outside")
     assert outside.returncode == 0, outside.stdout + outside.stderr

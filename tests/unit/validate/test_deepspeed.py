@@ -2,7 +2,7 @@
 
 import json
 
-from rocmft import recipes, render
+from rocmft.recipe import recipes, render
 from rocmft.validate import deepspeed as ds
 from rocmft.validate import llamafactory as lf
 

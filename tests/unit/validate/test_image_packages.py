@@ -9,8 +9,9 @@ from types import MappingProxyType
 
 import pytest
 
-from rocmft import arches, recipes, render
 from rocmft.cli.main import main
+from rocmft.hardware import arches
+from rocmft.recipe import recipes, render
 from rocmft.validate import image_packages
 from rocmft.validate import llamafactory as lf
 
@@ -56,7 +57,7 @@ def test_the_image_list_decides_not_this_host():
 
 
 def test_cpu_has_no_liger_no_flash_attn_but_bitsandbytes():
-    # micro-batch 1: neat packing with flash-attn 2 refuses more at render (rocmft.rules), before validation
+    # micro-batch 1: neat packing with flash-attn 2 refuses more at render (rocmft.recipe.rules), before validation
     args = args_for(overrides=["enable_liger_kernel=true", "flash_attn=fa2", "quantization_bit=4",
                                "per_device_train_batch_size=1"])
     check = lf.check(args, "t.yaml", arches.table()["cpu"])

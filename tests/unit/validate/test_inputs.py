@@ -1,4 +1,4 @@
-from rocmft import paths
+from rocmft.io import paths
 from rocmft.validate import inputs
 
 

@@ -1,7 +1,8 @@
 """LLaMA-Factory's own parser judges the rendered YAML (no model load)."""
 
 
-from rocmft import arches, recipes, render
+from rocmft.hardware import arches
+from rocmft.recipe import recipes, render
 from rocmft.validate import llamafactory as lf
 
 

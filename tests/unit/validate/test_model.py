@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from rocmft import hubcache, paths
+from rocmft.io import hubcache, paths
 from rocmft.validate import model
 from rocmft.validate.model import HubAnswer, HubRequest
 from tests.conftest import PYTHON

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocmft import paths
+from rocmft.io import paths
 from rocmft.validate import inputs
 from tests.conftest import rocmft
 

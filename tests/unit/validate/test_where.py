@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocmft import arches
-from rocmft.problems import Problem
+from rocmft.hardware import arches
+from rocmft.io.problems import Problem
 from rocmft.validate import request as req
 from rocmft.validate import where
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 
-from ... import hostio, runs
-from ...host import KFD
-from ...problems import Problem, ProblemReport, raise_if_errors
+from ...hardware.host import KFD
+from ...io import hostio
+from ...io.problems import Problem, ProblemReport, raise_if_errors
+from ...run import runs
 from .checks import check_host, check_mounts, create_cache_dirs
 from .daemon import START_DAEMON, connect, daemon_configured, image_hint, resolve_image
 from .left_behind import Leftover, leftovers, pid_alive
@@ -59,11 +60,11 @@ def add_arguments(parser) -> None:
 
 def launch(prep, args) -> int:
     """`rocmft train --runtime docker`: check host, daemon and image, then commit the run and run it."""
-    from ... import host as host_facts
-    from ... import pipeline
+    from ...hardware import host as host_facts
+    from .. import prepared
     from ..outcome import finish
 
-    plan = pipeline.build_plan(prep, python="python")
+    plan = prepared.build_plan(prep, python="python")
     facts = host_facts.gather()
     # what the recipe would have mounted is judged before the daemon is asked anything (one line per path)
     draft = container_spec(plan, prep.arch, facts, image="", args=prep.rendered.args)
@@ -77,7 +78,7 @@ def launch(prep, args) -> int:
     from ...image import image_labels
 
     labels = image_labels(image)
-    run_dir = pipeline.commit(prep, plan, runtime="docker", image=image.id, image_tag=tag,
+    run_dir = prepared.commit(prep, plan, runtime="docker", image=image.id, image_tag=tag,
                               image_tags=list(image.tags or []), image_labels=labels)
     hostio.write_text(run_dir / "container.json", spec.to_json())
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)

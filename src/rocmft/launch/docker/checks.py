@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ... import arches
-from ...arches import Arch
-from ...host import KFD, HostFacts
-from ...problems import Problem
+from ...hardware import arches
+from ...hardware.arches import Arch
+from ...hardware.host import KFD, HostFacts
+from ...io.problems import Problem
 from .. import mountable
 from ..plan import LaunchPlan
 from .spec import ContainerSpec

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ...arches import Arch
+from ...hardware.arches import Arch
 from ...image.docker_api import START_DAEMON, connect, daemon_configured  # noqa: F401 - re-exported
-from ...problems import Problem, ProblemReport
+from ...io.problems import Problem, ProblemReport
 
 
 def image_hint(arch_name: str) -> str:

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ... import hostio, runs
+from ...io import hostio
+from ...run import runs
 from .spec import ContainerSpec
 
 STOP_TIMEOUT_S = 5  # SIGTERM, then SIGKILL, when the plan says nothing (its stop_grace_s: the ranks save first)

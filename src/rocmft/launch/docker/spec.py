@@ -47,11 +47,11 @@ import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from ... import arches
-from ...arches import Arch
-from ...host import DRI, KFD, HostFacts
-from ...jobfiles import JOB_DIR
-from ...recipes import SECRET_ENV
+from ...hardware import arches
+from ...hardware.arches import Arch
+from ...hardware.host import DRI, KFD, HostFacts
+from ...recipe.recipes import SECRET_ENV
+from ...run.jobfiles import JOB_DIR
 from ..plan import LaunchPlan
 
 LABEL = "ai.rocmft."
@@ -212,7 +212,7 @@ def container_spec(
         if posixpath.isabs(value) and key != "HF_HUB_CACHE":
             writable_dir(value, f"{key} cache", kind="cache")
     tuned = plan.env.get("PYTORCH_TUNABLEOP_FILENAME", "")
-    if posixpath.isabs(tuned):  # TUNE=1 (rocmft.tuning): written when the job exits, kept for later runs
+    if posixpath.isabs(tuned):  # TUNE=1 (rocmft.launch.tuning): written when the job exits, kept for later runs
         writable_dir(posixpath.dirname(tuned), "TunableOp GEMM results of this image and model shape (TUNE=1)",
                      kind="cache")
     for folder in writable:

@@ -24,7 +24,9 @@ from pathlib import Path
 
 # Tests patch and call slurm.shutil.which, slurm.subprocess.run and slurm.recipes.load through this
 # package, as they did when it was one module: those three stay imported here.
-from ... import paths, recipes, runs  # noqa: F401
+from ...io import paths  # noqa: F401
+from ...recipe import recipes  # noqa: F401
+from ...run import runs  # noqa: F401
 from .checks import (
     BATCH_KEYS,
     LF_BATCH_DEFAULTS,
@@ -93,7 +95,7 @@ def launch(prep, args) -> int:
 
     The CLI runs `check` first and prints its warnings; it runs again here (cheap) so that no caller can
     submit an unchecked job."""
-    from ... import pipeline
+    from .. import prepared
 
     root = paths.root()
     opts = options_from_args(args, prep.arch, root)
@@ -101,13 +103,13 @@ def launch(prep, args) -> int:
     preflight(prep, args, opts, submit=want_submit, root=root)
     python = sys.executable if opts.container == "none" else "python"
     prep = dataclasses.replace(prep, gpus=None)  # Slurm's allocation selects the GPUs, not this shell
-    plan = pipeline.build_plan(prep, python=python, node_rank="$SLURM_NODEID", master_addr="$MASTER_ADDR",
+    plan = prepared.build_plan(prep, python=python, node_rank="$SLURM_NODEID", master_addr="$MASTER_ADDR",
                                master_port="$MASTER_PORT")
     run_dir = Path(os.path.abspath(prep.run_dir))
     script = render_script(plan, prep.recipe, prep.arch, opts, root=root, run_dir=run_dir, python=python)
     if want_submit:
         slurm_verdict(script, root)
-    pipeline.commit(prep, plan, runtime="slurm", image=opts.sif or opts.image, container=opts.container,
+    prepared.commit(prep, plan, runtime="slurm", image=opts.sif or opts.image, container=opts.container,
                     time_limit=opts.time)
     script_path = run_dir / SCRIPT
     script_path.write_text(script)

@@ -1,5 +1,5 @@
 """Problems found before anything is submitted: GPUS=, sbatch and the image, and a run dir on a filesystem
-the other nodes cannot see (the global batch and resume across world sizes: rocmft.layout, for every runtime)."""
+the other nodes cannot see (the global batch and resume across world sizes: rocmft.run.layout, for every runtime)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from ... import runs
-from ...layout import (  # noqa: F401 - re-exported: the batch and resume checks moved to rocmft.layout
+from ...io.problems import Problem, raise_if_errors
+from ...recipe.recipes import Recipe
+from ...run import runs
+from ...run.layout import (  # noqa: F401 - re-exported: the batch and resume checks moved to rocmft.run.layout
     BATCH_KEYS,
     LF_BATCH_DEFAULTS,
     batch_problems,
@@ -18,8 +20,6 @@ from ...layout import (  # noqa: F401 - re-exported: the batch and resume checks
     resume_problems,
     user_batch_overrides,
 )
-from ...problems import Problem, raise_if_errors
-from ...recipes import Recipe
 from .options import SlurmOptions, warning_seconds
 
 # Filesystem types (as /proc/mounts names them) that every node of a cluster can mount, and ones that are

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import __version__
-from ...arches import Arch
-from ...problems import Problem, raise_if_errors
+from ...hardware.arches import Arch
+from ...io.problems import Problem, raise_if_errors
 from .. import names
 
 CONTAINERS = ("apptainer", "docker", "none")

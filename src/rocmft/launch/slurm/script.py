@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ... import __version__
-from ...arches import Arch
-from ...problems import raise_if_errors
-from ...recipes import Recipe
+from ...hardware.arches import Arch
+from ...io.problems import raise_if_errors
+from ...recipe.recipes import Recipe
 from .. import names
 from ..outcome import EXIT_STOPPED
-from ...jobfiles import JOB_DIR
+from ...run.jobfiles import JOB_DIR
 from ..docker.spec import CACHE_ENV
 from ..plan import DEVICE_VARS, LaunchPlan
 from .options import SlurmOptions, warning_seconds
@@ -179,7 +179,7 @@ def bookkeeping_command(opts: SlurmOptions, arch: Arch, binds: list[tuple[str, b
 def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptions, *, root: Path, run_dir: Path,
                   python: str) -> str:
     """The sbatch script: pure (same inputs, same bytes), so tests pin it."""
-    from ...render import environment
+    from ...recipe.render import environment
 
     binds = bind_paths(root, run_dir, plan.env)
     exports = [(k, shlex.quote(v)) for k, v in sorted(plan.env.items())]

@@ -17,8 +17,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from ... import recipes, runs
-from ...jobfiles import DIVERGED
+from ...recipe import recipes
+from ...run import runs
+from ...run.jobfiles import DIVERGED
 from ..outcome import EXIT_DIVERGED, EXIT_STOPPED, stopped_lines
 
 _SRUN_EXIT = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): Exited with exit code (\d+)", re.M)

@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from ... import runs
-from ...problems import Problem, ProblemReport
+from ...io.problems import Problem, ProblemReport
+from ...run import runs
 from .status import _finish
 
 
