@@ -34,7 +34,11 @@ def test_a_trust_remote_code_recipe_without_the_opt_in_is_refused(command, job_e
 
 
 @pytest.mark.parametrize("name", ["HF_ENDPOINT", "HF_HUB_ETAG_TIMEOUT", "WANDB_BASE_URL", "LD_PRELOAD", "PYTHONPATH",
-                                  "BASH_ENV", "ld_library_path", "HTTPS_PROXY"])
+                                  "BASH_ENV", "ld_library_path", "HTTPS_PROXY",
+                                  # the toolchain a JIT build runs (issue 43, N9): DeepSpeed's op builder and torch's
+                                  # cpp_extension find ninja, the compilers and ROCm by these
+                                  "PATH", "CC", "CXX", "CPATH", "COMPILER_PATH", "ROCM_PATH", "HIP_PATH", "CFLAGS",
+                                  "HIPCC_COMPILE_FLAGS_APPEND", "LIBRARY_PATH"])
 def test_endpoint_and_loader_variables_in_a_recipe_need_the_opt_in(name, monkeypatch):
     monkeypatch.delenv("TRUST_RECIPE_ENV", raising=False)
     with pytest.raises(ProblemReport) as refused:
@@ -45,6 +49,30 @@ def test_endpoint_and_loader_variables_in_a_recipe_need_the_opt_in(name, monkeyp
     assert prep.recipe.env[name] == "/tmp/x"
     # render and plan only read files: no opt-in asked
     pipeline.prepare("tiny-cpu", [f"env.{name}=/tmp/x"], validate=False, env={})
+
+
+def test_a_ninja_planted_on_a_recipes_path_never_runs_in_the_job_without_the_opt_in(tmp_path, monkeypatch):
+    """N9 (issue 43): `env: {PATH: <folder>:/usr/bin}` put a recipe's `ninja` first, and DeepSpeed's op build (torch's
+    cpp_extension: `ninja --version`, then `ninja -v`) ran it. The job's environment is built as RUNTIME=local builds
+    it, and ninja is run in it as that build would."""
+    import subprocess
+
+    monkeypatch.delenv("TRUST_RECIPE_ENV", raising=False)
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    ran = tmp_path / "ran"
+    (planted / "ninja").write_text(f"#!/bin/sh\necho planted > {ran}\necho 1.11.1\n")
+    (planted / "ninja").chmod(0o755)
+    override = f"env.PATH={planted}:/usr/bin:/bin"
+    try:
+        prep = pipeline.prepare("tiny-cpu", [override], validate=False, job=True, env={"PATH": "/usr/bin:/bin"})
+    except ProblemReport as refused:
+        [line] = str(refused).splitlines()
+        assert "env.PATH: loads code into the job" in line and "(TRUST_RECIPE_ENV=1 to allow it" in line, line
+        return
+    job = lp.job_env(lp.build(prep.recipe, prep.arch, "runs/x", {"PATH": "/usr/bin:/bin"}), {"PATH": "/usr/bin:/bin"})
+    subprocess.run(["ninja", "--version"], env=job, capture_output=True, check=False)
+    assert not ran.exists(), f"the recipe's ninja ran in the job ({job['PATH']})"
 
 
 def test_an_ordinary_env_variable_needs_no_opt_in():
