@@ -4,6 +4,8 @@ launch plan is tested as data (what each runtime hands the job); the refusals th
 
 from __future__ import annotations
 
+import http.server
+
 import pytest
 
 from rocmft import pipeline
@@ -110,3 +112,51 @@ def test_the_user_is_told_which_token_stays_home():
                             env={"TRUST_RECIPE_ENV": "1", **HOST})
     [warning] = [m for m in prep.messages if m.severity == "warning" and "not passed" in m.message]
     assert warning.message.startswith("WANDB_API_KEY is not passed to this job")
+
+
+class _RecordingHub(http.server.BaseHTTPRequestHandler):
+    """A recipe's HF_ENDPOINT: answers every request with 404 and keeps the Authorization it was sent."""
+    seen: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        _RecordingHub.seen.append(self.headers.get("Authorization") or "")
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_token_hf_auth_login_stored_never_reaches_a_redirected_endpoint(tmp_path):
+    """N5 (issue 43): with no HF_TOKEN exported, huggingface_hub falls back to HF_HOME/token (`hf auth login`),
+    which a local or Slurm job inherits with HF_HOME. The job's environment is built as RUNTIME=local builds it
+    and the real huggingface_hub asks the recipe's endpoint (a server on 127.0.0.1) for a model; the same call in
+    the caller's own environment, to the same server, shows that the file's token is what would be sent."""
+    import subprocess
+    import sys
+    import threading
+
+    hf_home = tmp_path / "hf"
+    hf_home.mkdir()
+    (hf_home / "token").write_text("hf_stored_by_login\n")
+    server = http.server.HTTPServer(("127.0.0.1", 0), _RecordingHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    caller = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(hf_home), "NO_PROXY": "127.0.0.1"}
+    ask = "from huggingface_hub import HfApi\ntry:\n    HfApi().model_info('org/model')\nexcept Exception:\n    pass\n"
+    try:
+        subprocess.run([sys.executable, "-c", ask], env={**caller, "HF_ENDPOINT": endpoint}, check=True, timeout=120)
+        control = list(_RecordingHub.seen)
+        _RecordingHub.seen.clear()
+        p = plan([f"env.HF_ENDPOINT={endpoint}"], host=caller)
+        subprocess.run([sys.executable, "-c", ask], env=lp.job_env(p, caller), check=True, timeout=120)
+        sent = list(_RecordingHub.seen)
+    finally:
+        server.shutdown()
+        server.server_close()
+        _RecordingHub.seen.clear()
+    assert "Bearer hf_stored_by_login" in control, control  # the attack, for real
+    assert sent and not any("hf_stored_by_login" in h for h in sent), f"the stored token went to the recipe's endpoint: {sent}"
