@@ -70,6 +70,27 @@ def test_the_report_says_remote_code_and_the_endpoint_it_carries(light, project,
     assert "HF_TOKEN is never passed to this recipe's jobs" in out
 
 
+def test_an_imported_push_to_the_hub_is_said_and_needs_the_opt_in_to_train(light, project, capsys, monkeypatch):
+    """N3 (issue 43): `make import` carried push_to_hub and hub_private_repo: false silently; the job then created a
+    public repo with the user's token. Now the report says it, and training the written recipe needs PUSH_TO_HUB=1
+    (and PRIVATE=0 for the public repo)."""
+    from rocmft import pipeline
+    from rocmft.io.problems import ProblemReport
+
+    for name in ("PUSH_TO_HUB", "PRIVATE"):
+        monkeypatch.delenv(name, raising=False)
+    pushing = {"push_to_hub": True, "hub_private_repo": False, "hub_model_id": "someone/leak"}
+    (light / "train.yaml").write_text(yaml.safe_dump({**TRAIN, **pushing}))
+    assert main(["import", "train.yaml", "pushes", "--arch", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert ("hub_model_id, hub_private_repo, push_to_hub carried: training uploads the model to the Hugging Face Hub "
+            "with your token; `make train` runs it only with PUSH_TO_HUB=1; hub_private_repo: false makes it public "
+            "only with PRIVATE=0") in out, out
+    with pytest.raises(ProblemReport) as refused:
+        pipeline.prepare(str(project / "recipes" / "pushes.yaml"), [], validate=False, job=True, env={})
+    assert {p.key for p in refused.value.problems} == {f"llamafactory.{k}" for k in pushing}
+
+
 def test_a_recipe_file_named_with_a_newline_is_refused_in_one_line(tmp_path, capsys):
     recipe = tmp_path / "x\ntrust_remote_code: true\n#.yaml"
     recipe.write_text("base: _base/lora.yaml\narch: cpu\nllamafactory:\n  dataset: demo_alpaca\n"

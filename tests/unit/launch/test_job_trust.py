@@ -160,3 +160,28 @@ def test_the_token_hf_auth_login_stored_never_reaches_a_redirected_endpoint(tmp_
         _RecordingHub.seen.clear()
     assert "Bearer hf_stored_by_login" in control, control  # the attack, for real
     assert sent and not any("hf_stored_by_login" in h for h in sent), f"the stored token went to the recipe's endpoint: {sent}"
+
+
+def test_a_pushing_recipe_needs_push_to_hub_1_a_public_repo_private_0_and_is_private_by_default(monkeypatch):
+    """N3 (issue 43), as data: the refusals (the real job's first request to a Hub: tests/train/test_hub_push_cpu.py)
+    and what the opt-in renders."""
+    for name in ("PUSH_TO_HUB", "PRIVATE"):
+        monkeypatch.delenv(name, raising=False)
+    pushing = ["push_to_hub=true", "hub_model_id=me/tuned"]
+    with pytest.raises(ProblemReport) as refused:
+        pipeline.prepare("tiny-cpu", pushing, validate=False, job=True, env={})
+    assert [p.key for p in refused.value.problems] == ["llamafactory.push_to_hub", "llamafactory.hub_model_id"]
+    assert all("(PUSH_TO_HUB=1 to allow it" in p.line() for p in refused.value.problems)
+    prep = pipeline.prepare("tiny-cpu", pushing, validate=False, job=True, env={"PUSH_TO_HUB": "1"})
+    assert prep.rendered.args["hub_private_repo"] is True and "hub_private_repo: true" in prep.rendered.train_yaml
+    with pytest.raises(ProblemReport) as public:
+        pipeline.prepare("tiny-cpu", [*pushing, "hub_private_repo=false"], validate=False, job=True,
+                         env={"PUSH_TO_HUB": "1"})
+    [line] = str(public.value).splitlines()
+    assert "llamafactory.hub_private_repo: false makes the repo public" in line and "PRIVATE=0" in line
+    prep = pipeline.prepare("tiny-cpu", [*pushing, "hub_private_repo=false"], validate=False, job=True,
+                            env={"PUSH_TO_HUB": "1", "PRIVATE": "0"})
+    assert prep.rendered.args["hub_private_repo"] is False
+    # render and plan only read files; a recipe that does not push renders no hub key
+    pipeline.prepare("tiny-cpu", pushing, validate=False, env={})
+    assert "hub_private_repo" not in pipeline.prepare("tiny-cpu", [], validate=False, env={}).rendered.args
