@@ -33,7 +33,7 @@ def test_api_on_gfx942_binds_the_host_on_the_hosts_network(runs_dir):
     assert spec.group_add == ("44", "109")
     # a server: no host IPC; Docker's seccomp profile with the NUMA calls ROCr needs (CAP_SYS_NICE)
     assert spec.ipc_mode is None and spec.shm_size == "2g" and spec.cap_add == ("SYS_NICE",)
-    assert spec.secret_env == ("API_KEY",) and "API_KEY" not in spec.environment
+    assert spec.secret_env == ("API_KEY", "ROCMFT_READY_SECRET") and "API_KEY" not in spec.environment
     assert KEY not in spec.to_json()
     assert spec.user == "1000:1000" and spec.working_dir == ROOT
     assert [m.read_only for m in spec.mounts if m.source == ROOT] == [True]
