@@ -196,7 +196,7 @@ def container_spec(
     # out, and modules/ (remote code the host imports) is the container's own. An offline job only reads the
     # hub cache: read-only then, so it cannot rewrite the model code a later run loads.
     hf_home = posixpath.normpath(host.hf_home)
-    own = posixpath.join(root, CONTAINER_CACHES, _slug(image))
+    own = posixpath.join(root, CONTAINER_CACHES, image_slug(image))
     hub = posixpath.normpath(plan.env.get("HF_HUB_CACHE") or posixpath.join(hf_home, "hub"))
     datasets = posixpath.join(hf_home, "datasets")
     if str(plan.env.get("HF_HUB_OFFLINE", "")).lower() in OFFLINE and not covered(hub, rw=False):
@@ -294,7 +294,7 @@ def arch_gpu_indices(arch: Arch, host: HostFacts, selected: tuple[str, ...] | No
     return tuple(str(g.index) for g in host.gpus_of(arch.name))
 
 
-def _slug(image: str) -> str:
+def image_slug(image: str) -> str:
     """A folder name for an image reference (rocmft:gfx942 -> rocmft_gfx942)."""
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in image).strip("._") or "image"
 
