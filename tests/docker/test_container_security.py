@@ -277,3 +277,26 @@ def test_a_recipe_never_mounts_a_cache_root_a_link_or_the_token(attack, client, 
         if link.is_symlink():
             link.unlink()
             link.parent.rmdir()
+
+
+BASHRC_PLANT = 'printf "%s\\n" "echo \\"\\$HF_TOKEN\\" > $1/bashrc-ran" >> "$HOME/.bashrc" && echo "planted in $HOME"'
+
+
+def test_a_training_containers_home_never_reaches_the_next_make_shell(client, cpu_image, tmp_path, monkeypatch):  # noqa: F811
+    """N11 (issue 43): every container shared one writable HOME (.cache/container-home), so what a training job's
+    code wrote in its ~/.bashrc ran in the user's next `make shell`, with HF_TOKEN, writing the run dirs. The job
+    plants it from a real training container; then the real `rocmft shell` runs an interactive bash."""
+    import subprocess
+
+    from tests.conftest import PYTHON, offline_env
+
+    spec, run_dir = training_spec(tmp_path, monkeypatch)
+    runs_dir = run_dir.parent
+    code, out = run_probe(client, spec, ["sh", "-c", BASHRC_PLANT, "plant", str(runs_dir)])
+    assert code == 0, out
+    env = offline_env(tmp_path, ROCMFT_RUNS=str(runs_dir), HF_TOKEN="hf_token_for_the_shell")
+    shell = subprocess.run([PYTHON, "-m", "rocmft.cli.main", "shell", "--arch", "cpu", "--", "bash", "-ic", "true"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    ran = runs_dir / "bashrc-ran"
+    assert not ran.exists(), f"the training job's ~/.bashrc ran in make shell: {ran.read_text().strip()!r} ({out.strip()})"

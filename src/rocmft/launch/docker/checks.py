@@ -104,12 +104,9 @@ def check_mounts(spec: ContainerSpec, caller_env: Mapping[str, str] | None = Non
 
 
 def create_cache_dirs(spec: ContainerSpec) -> list[Problem]:
-    """Create the cache mounts and HOME as the invoking user, so Docker never makes them root-owned."""
+    """Create the cache mounts as the invoking user, so Docker never makes them root-owned."""
     problems = []
-    wanted = [m.source for m in spec.mounts if m.create]
-    if spec.environment.get("HOME"):
-        wanted.append(spec.environment["HOME"])
-    for path in wanted:
+    for path in (m.source for m in spec.mounts if m.create):
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
