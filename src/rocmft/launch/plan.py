@@ -104,17 +104,6 @@ def devices_from_env(host_env: Mapping[str, str]) -> tuple[str, ...] | None:
     return None
 
 
-def arch_selection(arch: Arch, gpus, nproc: int) -> tuple[str, ...] | None:
-    """RUNTIME=local on a host that mixes arches (an RX 7900 XTX beside an enabled Ryzen iGPU, gfx1036): the
-    first `nproc` GPUs of the recipe's arch, by ROCr index, so that ROCR_VISIBLE_DEVICES hides the others.
-    None when every GPU is of that arch (nothing to hide) or there are too few (the job says so itself).
-    `gpus`: the host's GPUs (host.GPU), in ROCr order. A container gets the same by render node (docker/spec.py)."""
-    mine = [str(g.index) for g in gpus if g.gfx == arch.name]
-    if not arch.is_gpu or len(mine) == len(gpus) or len(mine) < nproc:
-        return None
-    return tuple(mine[:nproc])
-
-
 def build(
     recipe: Recipe,
     arch: Arch,
