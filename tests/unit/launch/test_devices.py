@@ -92,7 +92,7 @@ def test_real_run_dirs_only_running_runs_of_this_host_hold(tmp_path, monkeypatch
     runs.mark(ended, "succeeded", exit_code=0)
     other, _ = _committed(tmp_path, monkeypatch, "0", "other-host")
     runs.mark(other, "running", runtime="local", launcher_pid=live_pid.pid, host=HOST + "-elsewhere")
-    rendered, _ = _committed(tmp_path, monkeypatch, "0", "only-rendered")  # a dry run: never started
+    _committed(tmp_path, monkeypatch, "0", "only-rendered")  # a dry run: never started
     assert devices.check(plan, A["gfx942"], NODE) == []
 
 

@@ -61,10 +61,8 @@ def add_arguments(parser) -> None:
 def launch(prep, args) -> int:
     """`rocmft train --runtime docker`: check host, daemon and image, then commit the run and run it."""
     from ...hardware import host as host_facts
-    from .. import prepared
+    from .. import devices, prepared
     from ..outcome import finish
-
-    from .. import devices
 
     facts = host_facts.gather()
     plan = prepared.build_plan(prep, python="python", gpus=devices.choose(prep, facts.gpus))
