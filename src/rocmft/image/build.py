@@ -291,7 +291,7 @@ def keep_kernel_wheel(client, plan: BuildPlan, result: BuildResult) -> tuple[dic
     import json
 
     from .docker_api import read_files
-    from .kernels import RECORD, STAGE, wheel_sha256
+    from .kernels import RECORD, STAGE, file_sha256
 
     stage = result.stage(STAGE)
     if stage is None or not stage.image_id:
@@ -311,7 +311,7 @@ def keep_kernel_wheel(client, plan: BuildPlan, result: BuildResult) -> tuple[dic
         # each wheel's sha256, as it came out of the stage: a later build sends it only if it is still that file
         (folder / RECORD).write_text(json.dumps({**record, "spec": {k: list(v) if isinstance(v, tuple) else v
                                                                      for k, v in spec.items()},
-                                                 "sha256": {p.name: wheel_sha256(p) for p in kept}}, indent=1) + "\n")
+                                                 "sha256": {p.name: file_sha256(p) for p in kept}}, indent=1) + "\n")
     return record, kept
 
 

@@ -176,7 +176,7 @@ def cached_wheels(wheelhouse_folder: Path, spec: KernelSpec) -> list[Path]:
         recorded = json.loads((folder / RECORD).read_text()).get("sha256") or {}
     except (OSError, ValueError, AttributeError):
         recorded = {}
-    wrong = [w for w in wheels if not isinstance(recorded, dict) or recorded.get(w.name) != wheel_sha256(w)]
+    wrong = [w for w in wheels if not isinstance(recorded, dict) or recorded.get(w.name) != file_sha256(w)]
     if wrong:
         raise ProblemReport([Problem(str(w), "kernel wheel", "is not the wheel `make image` built and kept here: its "
                                      f"sha256 is not the one {RECORD} recorded then", f"delete {folder} to compile it "
@@ -184,7 +184,7 @@ def cached_wheels(wheelhouse_folder: Path, spec: KernelSpec) -> list[Path]:
     return wheels
 
 
-def wheel_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -14,7 +14,6 @@ complete before an offline build (a missing wheel is named, not found out 5 minu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from typing import Mapping
 from ..hardware.arches import Arch
 from ..hardware.versions import Versions, canonical, read_hashes, read_pins, without_hashes
 from ..io.problems import Problem, ProblemReport
+from .kernels import file_sha256
 from .plan import image_packages
 
 MANIFEST = "rocmft-wheelhouse.json"
@@ -119,14 +119,6 @@ def _hashes(lock: Path) -> Mapping[str, frozenset[str]]:
     return MappingProxyType(read_hashes(*(p for p in (lock, lock.with_name("no-deps.txt")) if p.is_file())))
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def hash_problems(plan: WheelhousePlan, *, make_hint: str) -> tuple[list[Problem], list[str]]:
     """(a problem per file of a hashed pin that is none of PyPI's files of it, the files no hash covers)."""
     problems, unchecked = [], []
@@ -137,7 +129,7 @@ def hash_problems(plan: WheelhousePlan, *, make_hint: str) -> tuple[list[Problem
         known = plan.hashes.get(parsed[0])
         if not known:
             unchecked.append(path.name)
-        elif sha256(path) not in known:
+        elif file_sha256(path) not in known:
             problems.append(Problem(plan.folder, path.name, f"not a file PyPI has for {parsed[0]}=={parsed[1]}: its "
                                     "sha256 is none of the lock's (requirements/lock.txt)",
                                     f"delete it and run `{make_hint}`; if the lock changed, scripts/lock_hashes.py"))
