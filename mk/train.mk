@@ -25,8 +25,10 @@ train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=
 	  $(call opt,--arch,$(ARCH)) $(call opt,--docker-image,$(IMAGE_REF)))
 	@$(ROCMFT) train $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 
-export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged
-	@$(ROCMFT) export $(call q,$(or $(RUN),last))
+FORMAT ?=
+OUTTYPE ?=
+export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged; FORMAT=gguf (OUTTYPE=f16|bf16|q8_0): + llama.cpp's GGUF and an Ollama Modelfile
+	@$(ROCMFT) export $(call q,$(or $(RUN),last)) $(call opt,--format,$(FORMAT)) $(call opt,--outtype,$(OUTTYPE))
 
 test: setup tiny-model ## run every test: unit first, then the real CPU trainings (-m train); docker/slurm ones when their services are up
 	@$(PY) -m pytest -q --durations=25
