@@ -14,8 +14,9 @@ from ..io.problems import Problem
 
 OPT_IN = "TRUST_RECIPE_ENV"
 # Where a job connects to: the service's address, a proxy, the certificates that say who answers.
-REDIRECTS = ("HF_ENDPOINT", "HF_HUB_*", "*_BASE_URL", "*_ENDPOINT", "*_PROXY", "REQUESTS_CA_BUNDLE",
-             "CURL_CA_BUNDLE", "SSL_CERT_*")
+# MLFLOW_TRACKING_URI is MLflow's server address: a recipe setting it would receive the user's MLflow credentials.
+REDIRECTS = ("HF_ENDPOINT", "HF_HUB_*", "*_BASE_URL", "*_ENDPOINT", "*_TRACKING_URI", "*_PROXY",
+             "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_*")
 # What the dynamic loader, Python or bash read before the job's own code.
 LOADERS = ("LD_*", "PYTHON*", "BASH_ENV")
 # What a build in the job runs and reads (issue 43, N9): DeepSpeed's op builder and torch's cpp_extension JIT-compile

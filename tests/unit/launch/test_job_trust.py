@@ -35,7 +35,7 @@ def test_a_trust_remote_code_recipe_without_the_opt_in_is_refused(command, job_e
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-@pytest.mark.parametrize("name", ["HF_ENDPOINT", "HF_HUB_ETAG_TIMEOUT", "WANDB_BASE_URL", "LD_PRELOAD", "PYTHONPATH",
+@pytest.mark.parametrize("name", ["HF_ENDPOINT", "HF_HUB_ETAG_TIMEOUT", "WANDB_BASE_URL", "MLFLOW_TRACKING_URI", "LD_PRELOAD", "PYTHONPATH",
                                   "BASH_ENV", "ld_library_path", "HTTPS_PROXY",
                                   # the toolchain a JIT build runs (issue 43, N9): DeepSpeed's op builder and torch's
                                   # cpp_extension find ninja, the compilers and ROCm by these
@@ -105,6 +105,16 @@ def test_replaced_certificates_withhold_every_token_and_a_plain_recipe_gets_them
     assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(p.secret_env)
     assert {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"} <= set(plan([]).secret_env)
     assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(plan([]).unset_env)
+
+
+def test_a_recipe_pointing_mlflow_elsewhere_gets_none_of_the_users_mlflow_credentials():
+    mlflow = {"MLFLOW_TRACKING_TOKEN": "mlf_mine", "MLFLOW_TRACKING_USERNAME": "alice", "MLFLOW_TRACKING_PASSWORD": "pw"}
+    host = {**HOST, **mlflow}
+    assert set(mlflow) <= set(plan([], host).secret_env)  # an exported server's credentials reach the job by name
+    p = plan(["env.MLFLOW_TRACKING_URI=https://mlflow.example.net"], host)
+    assert not set(mlflow) & set(p.secret_env) and set(mlflow) <= set(p.unset_env)
+    assert not set(mlflow) & set(lp.job_env(p, host)) and "HF_TOKEN" in p.secret_env
+    assert "mlf_mine" not in p.to_json() and "pw" not in p.to_json().replace("pwd", "")
 
 
 def test_the_user_is_told_which_token_stays_home():
