@@ -20,6 +20,13 @@ EXIT_DIVERGED = 3
 EXIT_STOPPED = 75  # the worker's: stopped by a signal after saving a checkpoint (rocmft.worker)
 
 
+def stopping_line(signame: str, grace_s: float) -> str:
+    """What the launcher says on the first Ctrl-C/SIGTERM, in the name of the signal it got (the job gets the
+    launcher's SIGTERM, and its own line about it stays in train.log)."""
+    return (f"[rocmft] {signame}: the job finishes its optimizer step and saves a checkpoint (up to {grace_s:.0f} s; "
+            "Ctrl-C again stops at once)")
+
+
 def _first_bad_step(report: dict) -> int:
     """The first logged step that was already going wrong, judged without the watchdog's warm-up grace:
     a checkpoint from that step on holds diverging weights, even if the watchdog stopped the run later."""

@@ -68,10 +68,13 @@ def test_a_signal_saves_the_step_it_arrived_in_then_stops(tmp_path, handlers, ca
     assert (exc.value.signame, exc.value.step, exc.value.checkpoint) == ("SIGUSR1", 2, "checkpoint-2")
     [stop] = events.read(tmp_path)
     assert stop["event"] == "stop" and stop["step"] == 2 and stop["signal"] == "SIGUSR1"
-    out = capsys.readouterr().out
-    assert "[rocmft] SIGUSR1: finishing this optimizer step, then saving a checkpoint" in out
-    assert "[rocmft] SIGTERM again: still stopping" in out
-    assert f"[rocmft] stopped by SIGUSR1 at step 2/40: {tmp_path}/output/checkpoint-2 saved" in out
+    out = capsys.readouterr().out  # the job's word, in train.log; the terminal leaves it to the launcher
+    assert "[rocmft] job: SIGUSR1: finishing this optimizer step, then saving a checkpoint" in out
+    assert "[rocmft] job: SIGTERM again: still stopping" in out
+    assert f"[rocmft] job: stopped by SIGUSR1 at step 2/40: {tmp_path}/output/checkpoint-2 saved" in out
+    from rocmft.launch import joblog
+
+    assert out.strip() and not any(joblog.is_project_line(line) for line in out.splitlines())
 
 
 def test_a_signal_on_the_last_step_lets_the_run_finish(tmp_path, handlers):
