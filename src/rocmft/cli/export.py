@@ -11,7 +11,7 @@ import yaml
 
 from ..io import hostio, paths
 from ..io.problems import Problem, ProblemReport, raise_if_errors
-from ..run import chain, run_trust, runs
+from ..run import chain, pick, run_trust, runs
 
 HELP = "merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged"
 
@@ -37,7 +37,9 @@ def export_config(train: dict, run_path: str) -> dict:
 
 
 def run(args) -> int:
-    run_dir = runs.find(args.run)
+    run_dir, picked = pick.pick(args.run, key="RUN")
+    for note in picked:  # which run `last` is, before anything is read from it
+        print(note.line(), file=sys.stderr)
     run_path = runs.relative(run_dir)
     train = yaml.safe_load((run_dir / "train.yaml").read_text())
     if train.get("finetuning_type", "lora") != "lora":

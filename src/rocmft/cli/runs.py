@@ -78,6 +78,8 @@ def run(args) -> int:
         extra = []
         if info.state == "diverged":
             extra.append(f"{status.get('cause', '?')}; last good: {status.get('last_good_checkpoint') or 'none'}")
+        elif info.state == "failed" and status.get("reason"):
+            extra.append(str(status["reason"]))
         elif info.state == "failed" and info.exit_code is not None:
             extra.append(f"exit {info.exit_code}")
         elif info.state == "interrupted" and status.get("signal"):
