@@ -106,3 +106,35 @@ def test_a_run_dir_is_private_to_its_user():
     run = runs.create(runs.choose("tiny", "private"))
     assert stat.S_IMODE(run.stat().st_mode) == 0o700
 
+
+# ---------------------------------------------------------------- issue 42: dry runs apart, canaries marked, STATE=
+
+def _made(name: str, made_by: str, state: str, started: float):
+    run = runs.create(runs.choose("tiny", name))
+    (run / "train.yaml").write_text("stage: sft\n")
+    runs.mark(run, state, recipe="tiny", made_by=made_by, started=started)
+    return run
+
+
+def test_dry_runs_are_counted_apart_canaries_marked_and_state_filters(runs_dir, capsys):
+    from types import SimpleNamespace
+
+    from rocmft.cli import runs as cli_runs
+
+    _made("trained", "train", "succeeded", 1.0)
+    _made("canary-reference", "canary", "succeeded", 2.0)
+    _made("dry", "dry-run", "rendered", 3.0)
+    _made("broken", "train", "failed", 4.0)
+    assert cli_runs.run(SimpleNamespace(last=0, state=None)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [r.split()[0] for r in out[1:4]] == ["trained", "canary-reference", "broken"]
+    assert out[2].endswith("canary run") and out[4].startswith("(1 dry run(s) and render(s) not listed")
+    assert cli_runs.run(SimpleNamespace(last=0, state="rendered")) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[1].split()[0] == "dry" and out[1].endswith("dry run: nothing ran")
+    assert cli_runs.run(SimpleNamespace(last=0, state="failed,succeeded")) == 0
+    assert [r.split()[0] for r in capsys.readouterr().out.splitlines()[1:]] == ["trained", "canary-reference", "broken"]
+    with pytest.raises(ProblemReport) as exc:
+        cli_runs.run(SimpleNamespace(last=0, state="done"))
+    assert str(exc.value) == ("error: STATE: unknown state done (one or more of: rendered,running,requeued,succeeded,"
+                              "failed,interrupted,diverged)")
