@@ -19,6 +19,7 @@ from .io.problems import Problem, ProblemReport, raise_if_errors
 from .launch import plan as launch_plan
 from .launch.prepared import build_plan, commit  # noqa: F401  (re-exported: every caller of prepare)
 from .recipe import recipe_env, recipes, render
+from . import plan as planner
 from .run import chain, layout, pick, run_trust, runs
 from .run import resume as resuming  # `resume` is prepare's RESUME= spec
 
@@ -111,6 +112,7 @@ def prepare(
     written = recipes.load(recipe_spec, carried)
     early += layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
     early += layout.resume_problems(recipe, resume_from, paths.root())
+    early += planner.recipe_errors(recipe)  # what the planner knows to be wrong stops here, not in the job
     if job:
         early += _job_trust(recipe, env)
     run_dir = runs.choose(recipe.name, run_name)
@@ -129,6 +131,8 @@ def prepare(
             from .validate import where
 
             place = (validate_in or where.auto)(arch_info)
+            if place.kind != "venv" and any(p.severity == "error" for p in early):
+                raise ProblemReport(list(rendered.warnings))  # no container for a run known to be wrong (+ early)
             kept, cached = _validate(recipe, rendered, run_path, place, remember=remember)
             messages += kept
             if place.kind != "none":
