@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+from . import plan as planner
 from .hardware import arches
 from .io import paths
 from .io.problems import Problem, ProblemReport, raise_if_errors
 from .launch import plan as launch_plan
 from .launch.prepared import build_plan, commit  # noqa: F401  (re-exported: every caller of prepare)
 from .recipe import recipe_env, recipes, render
-from . import plan as planner
 from .run import chain, layout, pick, run_trust, runs
 from .run import resume as resuming  # `resume` is prepare's RESUME= spec
 

@@ -35,7 +35,7 @@ def check(args: dict[str, Any], file: str) -> list[Problem]:
         return []
     made_for = _table(model)
     if made_for and not any(_same_turn(TEMPLATES[name], TEMPLATES[t]) for t in made_for if t in TEMPLATES):
-        best = sorted(made_for)[0]
+        best = min(made_for)
         return [Problem(file, "template", f"`{name}` is not the chat format of {model}: LLaMA-Factory's model table "
                         f"gives `{best}` (extras/constants.py)", f'template: {best}, or SET="template={best}"')]
     tokenizer = None if made_for else _tokenizer(model)

@@ -77,8 +77,8 @@ def test_another_recipe_is_refused(interrupted):
     with pytest.raises(ProblemReport) as exc:
         pipeline.prepare("tiny-cpu-dpo", resume="asked", run_name="x", validate=False, env={})
     assert [p.line() for p in exc.value.errors] == [
-        f"error: RESUME: {interrupted} trained recipe `tiny-cpu`, not `tiny-cpu-dpo` "
-        "(RECIPE=tiny-cpu RESUME=...; to start tiny-cpu-dpo from that run's adapter: FROM=)"]
+        (f"error: RESUME: {interrupted} trained recipe `tiny-cpu`, not `tiny-cpu-dpo` "
+         "(RECIPE=tiny-cpu RESUME=...; to start tiny-cpu-dpo from that run's adapter: FROM=)")]
 
 
 def test_a_run_without_its_resolved_recipe_is_one_line(interrupted):

@@ -21,8 +21,8 @@ def lines(model: str, name: str) -> list[str]:
 
 def test_a_chat_model_in_llamafactory_s_table_gets_its_own_template():
     assert lines("Qwen/Qwen3-8B", "llama3") == [
-        "error: r.yaml -> train.yaml: template: `llama3` is not the chat format of Qwen/Qwen3-8B: LLaMA-Factory's "
-        'model table gives `qwen3` (extras/constants.py) (template: qwen3, or SET="template=qwen3")']
+        ("error: r.yaml -> train.yaml: template: `llama3` is not the chat format of Qwen/Qwen3-8B: LLaMA-Factory's "
+         'model table gives `qwen3` (extras/constants.py) (template: qwen3, or SET="template=qwen3")')]
     assert lines("meta-llama/Meta-Llama-3-8B-Instruct", "qwen")[0].startswith(
         "error: r.yaml -> train.yaml: template: `qwen` is not the chat format of meta-llama/Meta-Llama-3-8B-Instruct")
     # the same turn is the same format: qwen and qwen3_nothink write Qwen3's user turn
