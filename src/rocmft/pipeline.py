@@ -42,6 +42,9 @@ class Prepared:
     made_by: str = "train"  # the command that makes its run dir (runs.MADE_BY): only a training is `last`
     options: dict[str, str] = field(default_factory=dict)  # make's variables beyond the recipe (RUNTIME=, GPUS=):
     # with RECIPE= and RESUME= they make the line that continues the run (launch/outcome.py)
+    # The planner's time for the training (plan.TimeEstimate: seconds, what, upper_bound), set by `rocmft train`'s
+    # plan check: RUNTIME=slurm compares its time limit with it. None when no plan ran or it gave no time.
+    planned_time: object | None = None
 
 
 def _int_option(value, name: str) -> int:
