@@ -1,5 +1,6 @@
 # Benchmarks: a fixed number of measured steps -> one row in results/bench.csv; the report puts the planner beside it.
-STEPS   ?= 20
+# STEPS has no default here: `rocmft bench` runs 20 without it, and a make default would reach `make plan` too
+# (mk/plan.mk: there an empty STEPS times the recipe's own max_steps or epochs).
 RESULTS ?=
 PLOT    ?=
 PRODUCT ?=
