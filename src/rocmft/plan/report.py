@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..hardware import arches
 from ..io import paths
 from . import memory as mem
-from . import suggest, throughput
+from . import evidence, suggest, throughput
 from .workload import Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -215,9 +215,16 @@ def full(result: PlanResult) -> str:
             factors = ", ".join(f"{name} x{f:.2f}" for name, f in tp.factors) or "none"
             lines.append(f"  peak {tp.peak_tflops:g} TFLOP/s ({w.precision} dense, docker/arches.yaml); utilisation (MFU, "
                          f"recompute not counted) assumed {pct_range(tp.mfu)} ({w.mfu_source}); speed factors: {factors}")
+            for name, (fast, slow) in tp.host:
+                lines.append(f"  host time: {name} x{fast:.2f}" + (f" (fast end) to x{slow:.2f} (slow end)"
+                                                                     if abs(fast - slow) > 0.005 else ""))
             lo, hi = tp.tokens_per_s_gpu
             lines.append(f"  => {count(lo)}-{count(hi)} real tokens/s per GPU, {count(lo * w.world_size)}-"
-                         f"{count(hi * w.world_size)} for {w.world_size} GPU(s)")
+                         f"{count(hi * w.world_size)} for {w.world_size} GPU(s); effective utilisation after every "
+                         f"factor {pct_range(tp.effective_mfu)} of the peak")
+            unmeasured = evidence.unmeasured(w)
+            if unmeasured:
+                lines.append(f"  {unmeasured}")
         if tp.time is not None:
             t = tp.time
             bound = "<= " if t.upper_bound else ""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from ..hardware import arches
 from ..recipe import quantization, rules
-from . import memory, throughput
+from . import memory, throughput, workload
 from .activations import LIGER_MODEL_TYPES
 from .workload import Workload
 
@@ -94,11 +94,11 @@ def _pack(w: Workload) -> Workload:
 
 def _moves(w: Workload) -> list[Move]:
     out = [Move("checkpointing", 1, lambda x: replace(x, gradient_checkpointing=not x.gradient_checkpointing))]
-    for preset in ("none", "zero2", "zero3", "zero3-offload"):
+    for preset in ("none", "zero2", "zero3", "zero3-replicated", "zero3-offload"):
         # an APU's CPU memory is its GPU memory: offloading frees nothing
         if preset != w.deepspeed and not (preset.endswith("offload") and w.unified_memory):
             out.append(Move("deepspeed", 3 if preset.endswith("offload") else 1,
-                            lambda x, p=preset: replace(x, deepspeed=p)))
+                            lambda x, p=preset: workload.with_preset(x, p)))
     b, ga = w.micro_batch, w.grad_accum
     smaller = b // 2
     while smaller >= 1:
@@ -174,6 +174,7 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
     if new.deepspeed != w.deepspeed:
         text.append({"none": "no DeepSpeed" + (" (no offload)" if w.offload else ""),
                      "zero2": "ZeRO-2", "zero3": "ZeRO-3" + (" without offload" if w.offload else ""),
+                     "zero3-replicated": "ZeRO-3, no weight partitioned",
                      "zero3-offload": "ZeRO-3 with CPU offload"}.get(new.deepspeed, new.deepspeed))
         sets.append(f"deepspeed={new.deepspeed}")
     if w.offload and not new.offload:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ class Workload:
     is_gpu: bool
     gpus_per_node: int
     nodes: int
-    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-offload-optimizer | zero3-offload
+    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-replicated | zero3-offload-optimizer | zero3-offload
     method: str  # lora | full | freeze
     lora_rank: int = 8
     lora_targets: tuple[str, ...] = models.LINEAR_MODULES
@@ -100,6 +100,7 @@ class Workload:
     ds_persistence: float | None = None  # stage3_param_persistence_threshold; None: "auto" (10 hidden_size)
     ds_overlap_comm: bool = False
     ds_allgather_bucket: float | None = None  # ZeRO-1/2 allgather_bucket_size
+    ds_mem_efficient_linear: bool = True  # zero_optimization.memory_efficient_linear (DeepSpeed's default: true)
 
     @property
     def world_size(self) -> int:
@@ -108,7 +109,8 @@ class Workload:
     @property
     def zero_stage(self) -> int | None:
         """None without DeepSpeed (plain DDP or one GPU); 0-3 with it."""
-        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-offload-optimizer": 3,
+        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-replicated": 3,
+                "zero3-offload-optimizer": 3,
                 "zero3-offload": 3}[self.deepspeed]
 
     @property
@@ -196,9 +198,25 @@ def _ds_settings(source: str) -> dict[str, float | None]:
         if match:
             value = match.group(1)
             found[key] = None if value == '"auto"' else float(value)
-    match = re.search(r'"overlap_comm"\s*:\s*(true|false)', text)
-    found["overlap_comm"] = bool(match and match.group(1) == "true")
+    for key, default in (("overlap_comm", False), ("memory_efficient_linear", True)):
+        match = re.search(rf'"{key}"\s*:\s*(true|false)', text)
+        found[key] = match.group(1) == "true" if match else default
     return found
+
+
+def _ds_fields(ds: dict[str, float | None]) -> dict[str, Any]:
+    """The Workload fields a DeepSpeed preset or JSON sets (DeepSpeed's defaults where it is silent)."""
+    return dict(ds_reduce_bucket=ds.get("reduce_bucket_size"), ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
+                ds_sub_group_size=ds.get("sub_group_size") or 1e9, ds_prefetch=ds.get("stage3_prefetch_bucket_size"),
+                ds_persistence=ds.get("stage3_param_persistence_threshold"), ds_overlap_comm=bool(ds.get("overlap_comm")),
+                ds_allgather_bucket=ds.get("allgather_bucket_size"),
+                ds_mem_efficient_linear=bool(ds.get("memory_efficient_linear", True)))
+
+
+def with_preset(w: Workload, preset: str) -> Workload:
+    """`w` under another shipped preset, with that preset's own settings (what `SET=deepspeed=<preset>` renders)."""
+    source = "" if preset == "none" else str(paths.ds_configs_dir() / f"{preset}.json.j2")
+    return replace(w, deepspeed=preset, **_ds_fields(_ds_settings(source)))
 
 
 # ---------------------------------------------------------------- reading the recipe
@@ -342,14 +360,10 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         mfu=_mfu(plan, arch, file, problems), mfu_source="plan.mfu" if "mfu" in plan else
         (f"docker/arches.yaml {_mfu_owner(arch)}" if arch.mfu else "planner default"), avg_tokens=avg,
         host_memory_gb=float(host) if host is not None else None,
-        ds_reduce_bucket=ds.get("reduce_bucket_size"),
-        ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
-        ds_sub_group_size=ds.get("sub_group_size") or 1e9,
         product=arch.product if arch.is_gpu else "", product_source=product_source if arch.is_gpu else "",
         node_gpus=arch.gpus_per_node, unified_memory=arch.unified_memory,
         packing=packing, liger_available=arch.liger_kernel,
-        ds_prefetch=ds.get("stage3_prefetch_bucket_size"), ds_persistence=ds.get("stage3_param_persistence_threshold"),
-        ds_overlap_comm=bool(ds.get("overlap_comm")), ds_allgather_bucket=ds.get("allgather_bucket_size"),
+        **_ds_fields(ds),
     )
     if any(p.severity == "error" for p in problems):
         raise ProblemReport(problems)
