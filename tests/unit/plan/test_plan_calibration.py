@@ -286,6 +286,11 @@ LAYERS = [
     Layer("LoRA, 16-bit adapters, dropout 0.05 (CPU: noise kept)", 32984, {"pure_bf16": True, "lora_dropout": 0.05}),
     Layer("LoRA, fp32 adapters under autocast, no dropout", 24088, {"lora_dropout": 0.0}),
     Layer("LoRA, fp32 adapters under autocast, dropout 0.05 (CPU)", 41880, {"lora_dropout": 0.05}),
+    # DeepSpeed's zero3_linear_wrap in place of F.linear, as zero.Init installs it (memory_efficient_linear: true)
+    Layer("LoRA, 16-bit adapters, dropout 0.05, ZeRO-3 linear swap (CPU)", 37784,
+          {"pure_bf16": True, "lora_dropout": 0.05, "deepspeed": "zero3"}),
+    Layer("LoRA, 16-bit adapters, no dropout, ZeRO-3 linear swap", 19992,
+          {"pure_bf16": True, "lora_dropout": 0.0, "deepspeed": "zero3"}),
 ]
 
 
