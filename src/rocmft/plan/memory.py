@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import activations as act
-from . import quant, zero3
+from . import evalpeak, quant, zero3
 from .workload import Workload
 
 GIB = act.GIB
@@ -72,14 +72,21 @@ class MemoryPlan:
     host_gib_per_node: float  # host RAM the offloaded states need on each node (0 without offload)
     trainable_params: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    eval_gib: float | None = None  # the peak of an evaluation pass (evalpeak.py); None when the run does not evaluate
+    eval_label: str = ""
+
+    @property
+    def peak_gib(self) -> float:
+        """The larger of the training peak and the evaluation peak: what the card must hold."""
+        return max(self.total_gib, self.eval_gib or 0.0)
 
     @property
     def fraction(self) -> float | None:
-        return self.total_gib / self.capacity_gib if self.capacity_gib else None
+        return self.peak_gib / self.capacity_gib if self.capacity_gib else None
 
     @property
     def spare_gib(self) -> float | None:
-        return self.capacity_gib - self.total_gib if self.capacity_gib else None
+        return self.capacity_gib - self.peak_gib if self.capacity_gib else None
 
     @property
     def verdict(self) -> str:
@@ -390,6 +397,12 @@ def estimate(w: Workload) -> MemoryPlan:
         reserve = FRAGMENTATION * used
         label = f"allocator reserve ({FRAGMENTATION:.0%})"
     comps.append(Component("reserve", label, reserve, "reserve"))
+    eval_gib, eval_label = None, ""
+    if w.evaluates:
+        held = persistent + sum(c.gib for c in comps if c.key in ("buffers", "dequant", "autocast") and c.phase == "fwd_bwd")
+        extra, eval_label = evalpeak.transient_gib(w)
+        eval_used = held + extra
+        eval_gib = eval_used + reserve - FRAGMENTATION * (used - eval_used)
     host = 0.0
     if offload:
         # fp32 master + Adam + fp32 gradient partitions; with offload_param the 16-bit weights too
@@ -398,5 +411,6 @@ def estimate(w: Workload) -> MemoryPlan:
         host = per_rank * w.gpus_per_node / GIB
     return MemoryPlan(
         components=tuple(comps), total_gib=used + reserve, capacity_gib=w.capacity_gib, peak_phase=peak_phase,
-        host_gib_per_node=host, trainable_params=counts.trainable, notes=tuple(notes),
+        host_gib_per_node=host, trainable_params=counts.trainable, notes=tuple(notes), eval_gib=eval_gib,
+        eval_label=eval_label,
     )

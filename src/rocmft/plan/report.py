@@ -174,8 +174,11 @@ def full(result: PlanResult) -> str:
     lines.append("  " + "-" * (width + 8))
     total = size(plan.total_gib)
     if plan.capacity_gib:
-        total += f" of {plan.capacity_gib:g} GiB ({plan.fraction:.0%})"
+        total += f" of {plan.capacity_gib:g} GiB ({plan.total_gib / plan.capacity_gib:.0%})"
     lines.append(f"  total, at the {plan.peak_phase} peak: {total}")
+    if plan.eval_gib is not None:
+        share = f" of {plan.capacity_gib:g} GiB ({plan.eval_gib / plan.capacity_gib:.0%})" if plan.capacity_gib else ""
+        lines.append(f"  evaluation peak: {size(plan.eval_gib)}{share}  ({plan.eval_label}; the states above stay)")
     lines.append(f"  verdict: {verdict_text(plan)}   (fits below {mem.FITS_BELOW:.0%} of GPU memory, tight up to "
                  f"{mem.TIGHT_UP_TO:.0%}, above: does not fit)")
     if plan.host_gib_per_node:
@@ -285,8 +288,9 @@ def summary(result: PlanResult) -> str:
     rest = plan.total_gib - sum(c.gib for c in top)
     parts = ", ".join(f"{c.key} {c.gib:.1f}" for c in top) + f", other {rest:.1f}"
     if plan.capacity_gib:
-        lines.append(f"  memory: {plan.total_gib:.1f} of {plan.capacity_gib:g} GiB per GPU ({plan.fraction:.0%}) -> "
-                     f"{plan.verdict}   [{parts}]")
+        evaluation = f"; evaluation {plan.eval_gib:.1f}" if plan.eval_gib is not None else ""
+        lines.append(f"  memory: {plan.total_gib:.1f}{evaluation} of {plan.capacity_gib:g} GiB per GPU ({plan.fraction:.0%}) "
+                     f"-> {plan.verdict}   [{parts}]")
     else:
         lines.append(f"  memory: {size(plan.total_gib)} per process; {w.arch} has no GPU memory size: not checked")
     if plan.host_gib_per_node:
@@ -326,6 +330,8 @@ def table_row(result: PlanResult) -> tuple[str, ...]:
     tps = result.throughput.tokens_per_s_gpu if result.throughput else None
     verdict = plan.verdict if plan.capacity_gib else "n/a (no GPU)"
     used = f"{plan.total_gib:.1f}" if plan.total_gib >= 0.1 else "<0.1"
+    if plan.eval_gib is not None and plan.eval_gib > plan.total_gib:
+        used += f" (eval {plan.eval_gib:.1f})"
     b = throughput.batches(result.workload)
     packing = {"padded": "no", "packing": "packing", "neat_packing": "neat"}[result.workload.packing]
     if b is not None:

@@ -114,6 +114,8 @@ def _moves(w: Workload) -> list[Move]:
         out.append(Move("liger", 1, lambda x: replace(x, liger=True)))
     if w.packing == "padded" and w.stage == "sft" and w.lengths is not None:
         out.append(Move("packing", 1, _pack))
+    if w.evaluates and w.eval_batch > 1:  # the eval pass's full logits (evalpeak.py)
+        out.append(Move("eval", 1, lambda x: replace(x, eval_batch=1)))
     if w.method == "lora" and w.lora_dropout > 0:
         out.append(Move("dropout", 2, lambda x: replace(x, lora_dropout=0.0)))
     arch = arches.table().get(w.arch)
@@ -132,7 +134,7 @@ def _moves(w: Workload) -> list[Move]:
     return out
 
 
-_ORDER = ("packing", "micro-batch", "checkpointing", "deepspeed", "liger", "dropout", "hardware", "cutoff", "method", "quant")
+_ORDER = ("packing", "micro-batch", "eval", "checkpointing", "deepspeed", "liger", "dropout", "hardware", "cutoff", "method", "quant")
 
 
 def _useless(w: Workload, new: Workload) -> bool:
@@ -167,6 +169,10 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
         sets.append(f"per_device_train_batch_size={new.micro_batch}")
     if new.grad_accum != w.grad_accum:
         sets.append(f"gradient_accumulation_steps={new.grad_accum}")
+    if new.eval_batch != w.eval_batch:
+        text.append(f"eval micro-batch {new.eval_batch}")
+        sets.append(f"per_device_eval_batch_size={new.eval_batch}")
+        costs.append("more, smaller eval forwards")
     if new.gradient_checkpointing != w.gradient_checkpointing:
         on = new.gradient_checkpointing
         text.append(f"gradient checkpointing {'on' if on else 'off'}")

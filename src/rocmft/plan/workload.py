@@ -38,6 +38,7 @@ LF_DEFAULTS = {
     "freeze_trainable_layers": 2,
     "cutoff_len": 2048,               # data_args.py
     "per_device_train_batch_size": 8,  # transformers TrainingArguments
+    "per_device_eval_batch_size": 8,
     "gradient_accumulation_steps": 1,
     "num_train_epochs": 3.0,
     "max_steps": -1,
@@ -101,6 +102,8 @@ class Workload:
     ds_overlap_comm: bool = False
     ds_allgather_bucket: float | None = None  # ZeRO-1/2 allgather_bucket_size
     ds_mem_efficient_linear: bool = True  # zero_optimization.memory_efficient_linear (DeepSpeed's default: true)
+    eval_batch: int = 8  # per_device_eval_batch_size (transformers' default)
+    evaluates: bool = False  # rows held out (val_size) or an eval_dataset, and an eval strategy
 
     @property
     def world_size(self) -> int:
@@ -364,6 +367,8 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         node_gpus=arch.gpus_per_node, unified_memory=arch.unified_memory,
         packing=packing, liger_available=arch.liger_kernel,
         **_ds_fields(ds),
+        eval_batch=_int(lf, "per_device_eval_batch_size", file, problems),
+        evaluates=bool(lf.get("val_size") or lf.get("eval_dataset")) and str(lf.get("eval_strategy", "no")) != "no",
     )
     if any(p.severity == "error" for p in problems):
         raise ProblemReport(problems)

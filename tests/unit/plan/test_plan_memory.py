@@ -192,3 +192,20 @@ def test_freeze_trains_the_top_layers(recipe_factory):
     w = _w(recipe_factory, finetuning_type="freeze", freeze_trainable_layers=2)
     assert memory.param_counts(w).trainable == 2 * w.model.layer_params
     assert activations.saved_layers(w) == 2
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-14b-qlora-7900xtx", "qwen2.5-7b-lora-7900xtx", "qwen2.5-7b-lora-2x7900xtx",
+                                  "qwen2.5-7b-dpo-7900xtx", "qwen2.5-7b-z3-offload"])
+def test_the_7900xtx_recipes_evaluation_fits_beside_the_training_state(name):
+    """An eval pass holds the full logits (Liger's fused loss is training-only) in fp32 for the loss: 10 bytes per
+    entry. The issue: at the base's per_device_eval_batch_size 4, qwen2.5-14b-qlora-7900xtx's first eval of packed
+    2048-token rows needed ~25 of 24 GiB - a run lost at its first eval, 500 steps in."""
+    result = _shipped(name)
+    plan, w = result.memory, result.workload
+    assert w.evaluates and plan.eval_gib is not None and result.verdict == "fits", (plan.eval_gib, plan.total_gib)
+    if name == "qwen2.5-14b-qlora-7900xtx":
+        four = memory.estimate(replace(w, eval_batch=4))
+        assert four.eval_gib > 24 > four.total_gib and four.verdict == "does not fit"
+        logits = 4 * 2048 * w.model.vocab_size * activations.LOGITS_FORWARD_BYTES / 2**30
+        # three more packed rows' logits, and their share of one layer's working set (~7% more)
+        assert logits * 3 / 4 < four.eval_gib - plan.eval_gib < logits * 3 / 4 * 1.15
