@@ -29,8 +29,10 @@ def test_8b_lora_on_8_mi300x_zero3_fits():
     assert result.verdict == "fits"
 
 
-def test_8b_full_on_8_mi300x_zero3_fits():
-    result = _shipped("llama3-8b-full-z3")
+def test_8b_full_on_8_mi300x_fits_on_zero2_with_liger_and_on_zero3():
+    shipped = _shipped("llama3-8b-full-z3")  # ZeRO-2, so Liger stays on (rocmft.recipe.rules turns it off under ZeRO-3)
+    assert shipped.workload.zero_stage == 2 and shipped.workload.liger and shipped.verdict == "fits"
+    result = _shipped("llama3-8b-full-z3", "deepspeed=zero3")
     assert result.verdict == "fits"
     # ZeRO-3 spreads the ~16 bytes/parameter (128 GB for 8B) over 8 cards; the norms, under the preset's
     # stage3_param_persistence_threshold (1e6), keep their 16-bit weights whole on every card
