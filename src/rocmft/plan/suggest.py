@@ -111,7 +111,7 @@ def _moves(w: Workload) -> list[Move]:
     liger_z3_off = w.zero_stage == 3 and w.method == "full" and w.stage in rules.FLCE_STAGES
     if (not w.liger and w.liger_available and (w.model.model_type or "llama") in LIGER_MODEL_TYPES
             and not liger_z3_off):
-        out.append(Move("liger", 1, lambda x: replace(x, liger=True)))
+        out.append(Move("liger", 1, lambda x: replace(x, liger=True, liger_asked=True)))
     if w.packing == "padded" and w.stage == "sft" and w.lengths is not None:
         out.append(Move("packing", 1, _pack))
     if w.evaluates and w.eval_batch > 1:  # the eval pass's full logits (evalpeak.py)

@@ -16,7 +16,7 @@ from typing import Any
 from ..hardware import arches
 from ..io import paths
 from ..io.problems import Problem, ProblemReport, did_you_mean
-from ..recipe import ds_presets, precision, quantization
+from ..recipe import ds_presets, precision, quantization, rules
 from ..recipe.recipes import Recipe
 from . import models, product
 from .lengths import Lengths
@@ -76,7 +76,8 @@ class Workload:
     grad_accum: int = 1
     gradient_checkpointing: bool = True
     attention: str = "sdpa"  # fa2 | sdpa | auto | disabled (eager)
-    liger: bool = False
+    liger: bool = False  # as rendered (liger_rendered)
+    liger_asked: bool = False  # enable_liger_kernel in the recipe
     stage: str = "sft"  # sft | pt | dpo | kto (rm and ppo are planned as sft)
     pref_loss: str = "sigmoid"  # dpo: sigmoid (DPO) | orpo | simpo | ...
     separate_reference: bool = False  # `ref_model` names a model of its own (loaded beside the policy)
@@ -219,7 +220,15 @@ def _ds_fields(ds: dict[str, float | None]) -> dict[str, Any]:
 def with_preset(w: Workload, preset: str) -> Workload:
     """`w` under another shipped preset, with that preset's own settings (what `SET=deepspeed=<preset>` renders)."""
     source = "" if preset == "none" else str(paths.ds_configs_dir() / f"{preset}.json.j2")
-    return replace(w, deepspeed=preset, **_ds_fields(_ds_settings(source)))
+    new = replace(w, deepspeed=preset, **_ds_fields(_ds_settings(source)))
+    return replace(new, liger=liger_rendered(new))
+
+
+def liger_rendered(w: Workload) -> bool:
+    """Liger as the run gets it: what the recipe asks, unless rocmft.recipe.rules renders it off (ZeRO-3 with a
+    trainable lm_head breaks its fused loss: linkedin/Liger-Kernel#1048)."""
+    lm_head = w.method == "full" or "lm_head" in w.extra_trainable
+    return w.liger_asked and not (w.zero_stage == 3 and w.stage in rules.FLCE_STAGES and lm_head)
 
 
 # ---------------------------------------------------------------- reading the recipe
@@ -357,7 +366,8 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         cutoff_len=_int(lf, "cutoff_len", file, problems),
         grad_accum=_int(lf, "gradient_accumulation_steps", file, problems),
         gradient_checkpointing=not bool(lf.get("disable_gradient_checkpointing", False)),
-        attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), stage=stage,
+        attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), liger_asked=bool(lf.get("enable_liger_kernel", False)),
+        stage=stage,
         pref_loss=str(lf.get("pref_loss") or "sigmoid"), separate_reference=bool(lf.get("ref_model")),
         epochs=float(epochs), max_steps=int(max_steps),
         mfu=_mfu(plan, arch, file, problems), mfu_source="plan.mfu" if "mfu" in plan else
@@ -372,4 +382,4 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     )
     if any(p.severity == "error" for p in problems):
         raise ProblemReport(problems)
-    return wl, problems
+    return with_preset(wl, preset) if not recipe.deepspeed_file else replace(wl, liger=liger_rendered(wl)), problems
