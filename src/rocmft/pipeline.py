@@ -18,7 +18,7 @@ from .io import paths
 from .io.problems import Problem, ProblemReport, raise_if_errors
 from .launch import plan as launch_plan
 from .launch.prepared import build_plan, commit  # noqa: F401  (re-exported: every caller of prepare)
-from .recipe import recipe_env, recipes, render, tracking
+from .recipe import hub_push, recipe_env, recipes, render, tracking
 from .run import chain, layout, run_trust, runs
 from .run.jobfiles import JOB_DIR
 
@@ -145,7 +145,8 @@ def _job_trust(recipe: recipes.Recipe, env: Mapping[str, str]) -> list[Problem]:
     file = runs.relative(Path(recipe.path))
     exported = [n for n in (*recipes.SECRET_ENV, *recipe.secrets) if env.get(n)]
     return (run_trust.recipe_remote_code(file, recipe.llamafactory, env)
-            + recipe_env.problems(file, recipe.env, env, exported))
+            + recipe_env.problems(file, recipe.env, env, exported)
+            + hub_push.problems(file, recipe.llamafactory, env))
 
 
 def _model_key(recipe: recipes.Recipe) -> tuple[str, str]:
