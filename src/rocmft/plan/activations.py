@@ -26,6 +26,7 @@ linear cross-entropy never holds the logits (liger_kernel/ops/rms_norm.py, swigl
 
 from __future__ import annotations
 
+from . import zero3
 from .workload import Workload
 
 GIB = float(1 << 30)
@@ -83,6 +84,22 @@ def lora_bytes(w: Workload) -> float:
     return per_input + copy * w.lora_rank * len(w.lora_targets)  # + each lora_B's rank-sized input
 
 
+def zero3_linear_bytes(w: Workload) -> float:
+    """Bytes per token one decoder layer's frozen base projections keep under DeepSpeed's linear swap
+    (zero3.linear_swap: `LinearFunctionForZeroStage3` saves its input whatever the weight needs). One tensor per
+    distinct input - q/k/v share theirs, gate/up theirs - unless something keeps it anyway: o_proj's input is the
+    attention output (counted with attention), and 16-bit adapters without dropout keep the base input itself
+    (lora_bytes). Measured on CPU with DeepSpeed's own zero3_linear_wrap in place of F.linear: +2 x (2h + i)
+    bytes per token with dropout 0.05, nothing without (tests/unit/plan/test_plan_activations_measured.py)."""
+    if w.method != "lora" or not zero3.linear_swap(w):
+        return 0.0
+    h, i = w.model.hidden_size, w.model.intermediate_size
+    adapter_keeps = w.lora_dropout == 0 and not upcast_adapters(w)
+    targets = set(w.lora_targets)
+    inputs = ((h, {"q_proj", "k_proj", "v_proj"}), (h, {"gate_proj", "up_proj"}), (i, {"down_proj"}))
+    return act_bytes(w) * sum(size for size, modules in inputs if not (adapter_keeps and targets & modules))
+
+
 def layer_activation_bytes(w: Workload) -> float:
     """Bytes one token's pass through one decoder layer keeps for backward (fused attention). a = 2 or 4.
 
@@ -90,7 +107,8 @@ def layer_activation_bytes(w: Workload) -> float:
     the normalized tensor the weight multiplies (a*h). Linears whose weights train keep their inputs: the two
     norm outputs (a*h each) and the down_proj input (a*i). Attention: rotated q, k, v and the output, which is
     also o_proj's input (a*(2*q_dim + 2*kv_dim)). SwiGLU: gate, SiLU(gate), up (3*a*i; Liger: gate and up).
-    Plus the LoRA adapters' inputs (`lora_bytes`). Full/freeze layers train their weights; LoRA layers do not.
+    Plus the LoRA adapters' inputs (`lora_bytes`) and, under ZeRO-3's linear swap, the frozen projections' inputs
+    (`zero3_linear_bytes`). Full/freeze layers train their weights; LoRA layers do not.
     """
     m = w.model
     a = act_bytes(w)
@@ -103,7 +121,7 @@ def layer_activation_bytes(w: Workload) -> float:
     inputs = (2 * a * h + a * i) if trains_weights else 0
     attention = a * (2 * m.q_dim + 2 * m.kv_dim)
     mlp = (2 if liger else 3) * a * i
-    return 2 * norm + inputs + attention + mlp + lora_bytes(w)
+    return 2 * norm + inputs + attention + mlp + lora_bytes(w) + zero3_linear_bytes(w)
 
 
 def saved_layers(w: Workload) -> int:
@@ -133,6 +151,12 @@ def activations_gib(w: Workload) -> float:
         total = layers * per_layer + per_layer
     total += tokens * (a * m.hidden_size + 4 * m.hidden_size)  # embedding output + final norm
     return total / GIB
+
+
+def layer_tokens_gib(w: Workload, per_token_layer: float) -> float:
+    """GiB of `per_token_layer` bytes kept in every saved layer for one full micro-batch (as activations_gib counts)."""
+    layers = 2 if w.gradient_checkpointing else saved_layers(w) + 1
+    return layers * w.tokens_per_micro_batch * per_token_layer / GIB
 
 
 def logits_gib(w: Workload) -> float:

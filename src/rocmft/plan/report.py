@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..hardware import arches
 from ..io import paths
 from . import memory as mem
-from . import suggest, throughput
+from . import evidence, suggest, throughput
 from .workload import Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -174,8 +174,11 @@ def full(result: PlanResult) -> str:
     lines.append("  " + "-" * (width + 8))
     total = size(plan.total_gib)
     if plan.capacity_gib:
-        total += f" of {plan.capacity_gib:g} GiB ({plan.fraction:.0%})"
+        total += f" of {plan.capacity_gib:g} GiB ({plan.total_gib / plan.capacity_gib:.0%})"
     lines.append(f"  total, at the {plan.peak_phase} peak: {total}")
+    if plan.eval_gib is not None:
+        share = f" of {plan.capacity_gib:g} GiB ({plan.eval_gib / plan.capacity_gib:.0%})" if plan.capacity_gib else ""
+        lines.append(f"  evaluation peak: {size(plan.eval_gib)}{share}  ({plan.eval_label}; the states above stay)")
     lines.append(f"  verdict: {verdict_text(plan)}   (fits below {mem.FITS_BELOW:.0%} of GPU memory, tight up to "
                  f"{mem.TIGHT_UP_TO:.0%}, above: does not fit)")
     if plan.host_gib_per_node:
@@ -215,9 +218,16 @@ def full(result: PlanResult) -> str:
             factors = ", ".join(f"{name} x{f:.2f}" for name, f in tp.factors) or "none"
             lines.append(f"  peak {tp.peak_tflops:g} TFLOP/s ({w.precision} dense, docker/arches.yaml); utilisation (MFU, "
                          f"recompute not counted) assumed {pct_range(tp.mfu)} ({w.mfu_source}); speed factors: {factors}")
+            for name, (fast, slow) in tp.host:
+                lines.append(f"  host time: {name} x{fast:.2f}" + (f" (fast end) to x{slow:.2f} (slow end)"
+                                                                     if abs(fast - slow) > 0.005 else ""))
             lo, hi = tp.tokens_per_s_gpu
             lines.append(f"  => {count(lo)}-{count(hi)} real tokens/s per GPU, {count(lo * w.world_size)}-"
-                         f"{count(hi * w.world_size)} for {w.world_size} GPU(s)")
+                         f"{count(hi * w.world_size)} for {w.world_size} GPU(s); effective utilisation after every "
+                         f"factor {pct_range(tp.effective_mfu)} of the peak")
+            unmeasured = evidence.unmeasured(w)
+            if unmeasured:
+                lines.append(f"  {unmeasured}")
         if tp.time is not None:
             t = tp.time
             bound = "<= " if t.upper_bound else ""
@@ -278,8 +288,9 @@ def summary(result: PlanResult) -> str:
     rest = plan.total_gib - sum(c.gib for c in top)
     parts = ", ".join(f"{c.key} {c.gib:.1f}" for c in top) + f", other {rest:.1f}"
     if plan.capacity_gib:
-        lines.append(f"  memory: {plan.total_gib:.1f} of {plan.capacity_gib:g} GiB per GPU ({plan.fraction:.0%}) -> "
-                     f"{plan.verdict}   [{parts}]")
+        evaluation = f"; evaluation {plan.eval_gib:.1f}" if plan.eval_gib is not None else ""
+        lines.append(f"  memory: {plan.total_gib:.1f}{evaluation} of {plan.capacity_gib:g} GiB per GPU ({plan.fraction:.0%}) "
+                     f"-> {plan.verdict}   [{parts}]")
     else:
         lines.append(f"  memory: {size(plan.total_gib)} per process; {w.arch} has no GPU memory size: not checked")
     if plan.host_gib_per_node:
@@ -319,6 +330,8 @@ def table_row(result: PlanResult) -> tuple[str, ...]:
     tps = result.throughput.tokens_per_s_gpu if result.throughput else None
     verdict = plan.verdict if plan.capacity_gib else "n/a (no GPU)"
     used = f"{plan.total_gib:.1f}" if plan.total_gib >= 0.1 else "<0.1"
+    if plan.eval_gib is not None and plan.eval_gib > plan.total_gib:
+        used += f" (eval {plan.eval_gib:.1f})"
     b = throughput.batches(result.workload)
     packing = {"padded": "no", "packing": "packing", "neat_packing": "neat"}[result.workload.packing]
     if b is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from ..hardware import arches
 from ..io import paths
 from ..io.problems import Problem, ProblemReport, did_you_mean
-from ..recipe import ds_presets, precision, quantization
+from ..recipe import ds_presets, precision, quantization, rules
 from ..recipe.recipes import Recipe
 from . import models, product
 from .lengths import Lengths
@@ -38,6 +38,7 @@ LF_DEFAULTS = {
     "freeze_trainable_layers": 2,
     "cutoff_len": 2048,               # data_args.py
     "per_device_train_batch_size": 8,  # transformers TrainingArguments
+    "per_device_eval_batch_size": 8,
     "gradient_accumulation_steps": 1,
     "num_train_epochs": 3.0,
     "max_steps": -1,
@@ -59,7 +60,7 @@ class Workload:
     is_gpu: bool
     gpus_per_node: int
     nodes: int
-    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-offload-optimizer | zero3-offload
+    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-replicated | zero3-offload-optimizer | zero3-offload
     method: str  # lora | full | freeze
     lora_rank: int = 8
     lora_targets: tuple[str, ...] = models.LINEAR_MODULES
@@ -75,7 +76,8 @@ class Workload:
     grad_accum: int = 1
     gradient_checkpointing: bool = True
     attention: str = "sdpa"  # fa2 | sdpa | auto | disabled (eager)
-    liger: bool = False
+    liger: bool = False  # as rendered (liger_rendered)
+    liger_asked: bool = False  # enable_liger_kernel in the recipe
     stage: str = "sft"  # sft | pt | dpo | kto (rm and ppo are planned as sft)
     pref_loss: str = "sigmoid"  # dpo: sigmoid (DPO) | orpo | simpo | ...
     separate_reference: bool = False  # `ref_model` names a model of its own (loaded beside the policy)
@@ -100,6 +102,9 @@ class Workload:
     ds_persistence: float | None = None  # stage3_param_persistence_threshold; None: "auto" (10 hidden_size)
     ds_overlap_comm: bool = False
     ds_allgather_bucket: float | None = None  # ZeRO-1/2 allgather_bucket_size
+    ds_mem_efficient_linear: bool = True  # zero_optimization.memory_efficient_linear (DeepSpeed's default: true)
+    eval_batch: int = 8  # per_device_eval_batch_size (transformers' default)
+    evaluates: bool = False  # rows held out (val_size) or an eval_dataset, and an eval strategy
 
     @property
     def world_size(self) -> int:
@@ -108,7 +113,8 @@ class Workload:
     @property
     def zero_stage(self) -> int | None:
         """None without DeepSpeed (plain DDP or one GPU); 0-3 with it."""
-        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-offload-optimizer": 3,
+        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-replicated": 3,
+                "zero3-offload-optimizer": 3,
                 "zero3-offload": 3}[self.deepspeed]
 
     @property
@@ -196,9 +202,33 @@ def _ds_settings(source: str) -> dict[str, float | None]:
         if match:
             value = match.group(1)
             found[key] = None if value == '"auto"' else float(value)
-    match = re.search(r'"overlap_comm"\s*:\s*(true|false)', text)
-    found["overlap_comm"] = bool(match and match.group(1) == "true")
+    for key, default in (("overlap_comm", False), ("memory_efficient_linear", True)):
+        match = re.search(rf'"{key}"\s*:\s*(true|false)', text)
+        found[key] = match.group(1) == "true" if match else default
     return found
+
+
+def _ds_fields(ds: dict[str, float | None]) -> dict[str, Any]:
+    """The Workload fields a DeepSpeed preset or JSON sets (DeepSpeed's defaults where it is silent)."""
+    return dict(ds_reduce_bucket=ds.get("reduce_bucket_size"), ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
+                ds_sub_group_size=ds.get("sub_group_size") or 1e9, ds_prefetch=ds.get("stage3_prefetch_bucket_size"),
+                ds_persistence=ds.get("stage3_param_persistence_threshold"), ds_overlap_comm=bool(ds.get("overlap_comm")),
+                ds_allgather_bucket=ds.get("allgather_bucket_size"),
+                ds_mem_efficient_linear=bool(ds.get("memory_efficient_linear", True)))
+
+
+def with_preset(w: Workload, preset: str) -> Workload:
+    """`w` under another shipped preset, with that preset's own settings (what `SET=deepspeed=<preset>` renders)."""
+    source = "" if preset == "none" else str(paths.ds_configs_dir() / f"{preset}.json.j2")
+    new = replace(w, deepspeed=preset, **_ds_fields(_ds_settings(source)))
+    return replace(new, liger=liger_rendered(new))
+
+
+def liger_rendered(w: Workload) -> bool:
+    """Liger as the run gets it: what the recipe asks, unless rocmft.recipe.rules renders it off (ZeRO-3 with a
+    trainable lm_head breaks its fused loss: linkedin/Liger-Kernel#1048)."""
+    lm_head = w.method == "full" or "lm_head" in w.extra_trainable
+    return w.liger_asked and not (w.zero_stage == 3 and w.stage in rules.FLCE_STAGES and lm_head)
 
 
 # ---------------------------------------------------------------- reading the recipe
@@ -358,19 +388,20 @@ def _read(recipe: Recipe, gpus) -> tuple[Workload | None, list[Problem], list[Pr
         optim=str(lf.get("optim", LF_DEFAULTS["optim"])),
         micro_batch=micro_batch, cutoff_len=cutoff_len, grad_accum=grad_accum,
         gradient_checkpointing=not bool(lf.get("disable_gradient_checkpointing", False)),
-        attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), stage=stage,
+        attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), liger_asked=bool(lf.get("enable_liger_kernel", False)),
+        stage=stage,
         pref_loss=str(lf.get("pref_loss") or "sigmoid"), separate_reference=bool(lf.get("ref_model")),
         epochs=float(epochs), max_steps=int(max_steps),
         mfu=mfu, mfu_source="plan.mfu" if "mfu" in plan else
         (f"docker/arches.yaml {_mfu_owner(arch)}" if arch.mfu else "planner default"), avg_tokens=avg,
         host_memory_gb=float(host) if host is not None else None,
-        ds_reduce_bucket=ds.get("reduce_bucket_size"),
-        ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
-        ds_sub_group_size=ds.get("sub_group_size") or 1e9,
         product=arch.product if arch.is_gpu else "", product_source=product_source if arch.is_gpu else "",
         node_gpus=arch.gpus_per_node, unified_memory=arch.unified_memory,
         packing=packing, liger_available=arch.liger_kernel,
-        ds_prefetch=ds.get("stage3_prefetch_bucket_size"), ds_persistence=ds.get("stage3_param_persistence_threshold"),
-        ds_overlap_comm=bool(ds.get("overlap_comm")), ds_allgather_bucket=ds.get("allgather_bucket_size"),
+        **_ds_fields(ds),
+        eval_batch=_int(lf, "per_device_eval_batch_size", file, problems),
+        evaluates=bool(lf.get("val_size") or lf.get("eval_dataset")) and str(lf.get("eval_strategy", "no")) != "no",
     )
+    if not any(p.severity == "error" for p in problems):  # a preset is applied to values that make sense only
+        wl = with_preset(wl, preset) if not recipe.deepspeed_file else replace(wl, liger=liger_rendered(wl))
     return wl, problems, cannot

@@ -59,9 +59,17 @@ def saved_bytes_per_token(case) -> float:
                 seen[ptr] = max(seen.get(ptr, 0), t.untyped_storage().nbytes())
             return t
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            model(x)
+        linear = torch.nn.functional.linear
+        if case.changes.get("deepspeed") == "zero3":  # what zero.Init does for the whole process (zero3.py)
+            from deepspeed.runtime.zero.linear import zero3_linear_wrap
+
+            torch.nn.functional.linear = zero3_linear_wrap
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                    torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                model(x)
+        finally:
+            torch.nn.functional.linear = linear
         return sum(seen.values())
 
     # The difference between two lengths leaves out what does not grow with tokens (weights, autocast's
