@@ -31,8 +31,8 @@ from .workload import Workload
 GIB = float(1 << 30)
 LOGITS_BYTES_PER_ENTRY = 12  # measured, see logits_gib
 # Model types LLaMA-Factory 0.9.5 applies Liger to (llamafactory/model/model_utils/liger_kernel.py).
-LIGER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "granite",
-                     "olmo2", "glm", "glm4")
+LIGER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "mistral", "mixtral", "gemma", "gemma2",
+                     "gemma3_text", "gpt_oss", "phi3", "granite", "olmo2", "glm", "glm4")
 
 
 def act_bytes(w: Workload) -> int:
@@ -64,8 +64,7 @@ def lora_bytes(w: Workload) -> float:
     if w.method != "lora" or not w.lora_targets:
         return 0.0
     a = act_bytes(w)
-    shapes = w.model.linear_shapes()
-    inputs = sum(shapes[t][0] for t in w.lora_targets)
+    inputs = w.model.adapter_inputs(w.lora_targets)
     upcast = upcast_adapters(w)
     copy = 2 if upcast else a  # the tensor lora_A keeps: autocast's 16-bit copy, or the adapter-dtype input
     if w.lora_dropout > 0:
@@ -74,12 +73,7 @@ def lora_bytes(w: Workload) -> float:
     elif upcast:
         per_input = copy * inputs
     else:  # 16-bit adapters without dropout keep the base layer's own input: one per distinct tensor
-        h, i = w.model.hidden_size, w.model.intermediate_size
-        targets = set(w.lora_targets)
-        # o_proj's input is the attention output, which the attention kernel keeps anyway (counted there)
-        distinct = (h if targets & {"q_proj", "k_proj", "v_proj"} else 0) \
-            + (h if targets & {"gate_proj", "up_proj"} else 0) + (i if "down_proj" in targets else 0)
-        per_input = a * distinct
+        per_input = a * w.model.distinct_adapter_inputs(w.lora_targets)
     return per_input + copy * w.lora_rank * len(w.lora_targets)  # + each lora_B's rank-sized input
 
 
@@ -94,7 +88,7 @@ def layer_activation_bytes(w: Workload) -> float:
     """
     m = w.model
     a = act_bytes(w)
-    h, i = m.hidden_size, m.intermediate_size
+    h, i = m.hidden_size, m.mlp_width  # MoE: the top-k experts' and the shared expert's width a token runs
     liger = liger_applies(w)
     trains_weights = w.method != "lora"
     norm = a * h if liger else 4 * h
@@ -102,8 +96,20 @@ def layer_activation_bytes(w: Workload) -> float:
         norm += a * h
     inputs = (2 * a * h + a * i) if trains_weights else 0
     attention = a * (2 * m.q_dim + 2 * m.kv_dim)
-    mlp = (2 if liger else 3) * a * i
-    return 2 * norm + inputs + attention + mlp + lora_bytes(w)
+    mlp = (2 if liger and not m.is_moe else 3) * a * i  # Liger's SwiGLU replaces dense MLPs, not fused experts
+    return 2 * norm + inputs + attention + mlp + routing_bytes(w) + lora_bytes(w)
+
+
+def routing_bytes(w: Workload) -> float:
+    """A MoE layer's routing, per token on average over the layers: the fp32 router logits and softmax (transformers'
+    TopKRouter), each of the top-k expert inputs gathered and each expert output weighted by its router score
+    (Qwen3MoeExperts.forward: `hidden_states[token_idx]`, `* top_k_weights`)."""
+    e = w.model.experts
+    if e is None:
+        return 0.0
+    a = act_bytes(w)
+    per_token = 2 * 4 * e.count + 2 * a * e.top_k * w.model.hidden_size
+    return per_token * e.layers / w.model.num_hidden_layers
 
 
 def saved_layers(w: Workload) -> int:

@@ -211,18 +211,27 @@ def _int(lf: Mapping[str, Any], key: str, file: str, problems: list[Problem], mi
     return value
 
 
-def _targets(lf: Mapping[str, Any], file: str, problems: list[Problem]) -> tuple[str, ...]:
+def _targets(lf: Mapping[str, Any], spec: models.ModelSpec, file: str, problems: list[Problem]) -> tuple[str, ...]:
+    """The linears LoRA adapts: `all` is every nn.Linear of the model (LLaMA-Factory's find_all_linear_modules),
+    which for a MoE model leaves out the routed experts (architecture.py)."""
     raw = lf.get("lora_target", LF_DEFAULTS["lora_target"])
     names = [n.strip() for n in (raw if isinstance(raw, list) else str(raw).split(",")) if str(n).strip()]
+    own = spec.linear_names
     if not names or "all" in names:
-        return models.LINEAR_MODULES
-    known = [n for n in names if n in models.LINEAR_MODULES]
+        return own
     for name in names:
-        if name not in models.LINEAR_MODULES:
+        if name in own:
+            continue
+        if spec.is_moe and name in models.LINEAR_MODULES:
+            problems.append(Problem(file, "llamafactory.lora_target", f"`{name}` is no nn.Linear in {spec.name}'s MoE "
+                                    "layers: transformers 5.6 keeps the routed experts as 3D parameters, which "
+                                    "LLaMA-Factory's LoRA does not adapt", f"planned without it; its linears: {', '.join(own)}",
+                                    severity="warning"))
+        else:
             problems.append(Problem(file, "llamafactory.lora_target", f"`{name}` is not a module the planner models",
-                                    did_you_mean(name, models.LINEAR_MODULES)
-                                    or f"planned without it; known: {', '.join(models.LINEAR_MODULES)}", severity="warning"))
-    return tuple(known)
+                                    did_you_mean(name, own) or f"planned without it; known: {', '.join(own)}",
+                                    severity="warning"))
+    return tuple(n for n in names if n in own)
 
 
 def _extra(lf: Mapping[str, Any], key: str) -> tuple[str, ...]:
@@ -316,6 +325,12 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         freeze_layers = 2
     ds = _ds_settings(ds_source)
     flash = str(lf.get("flash_attn", arch.attention))
+    if spec.model_type == "gpt_oss" and flash != "disabled":
+        # gpt-oss has no SDPA path (GptOssPreTrainedModel._supports_sdpa = False) and its attention sinks need
+        # eager; LLaMA-Factory's own choice, a CUDA FlashAttention-3 hub kernel, cannot load here (rocmft.worker)
+        problems.append(Problem(file, "llamafactory.flash_attn", f"gpt-oss trains with eager attention (its sinks), "
+                                f"not `{flash}`: planned as eager (seq x seq scores per layer)", severity="note"))
+        flash = "disabled"
     # LLaMA-Factory packs only supervised and pretraining rows; pairs and KTO rows are always padded
     packing = ("padded" if stage not in ("sft", "pt") else "neat_packing" if lf.get("neat_packing")
                else "packing" if lf.get("packing", stage == "pt") else "padded")
@@ -325,7 +340,7 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         peak_tflops=arch.peak(prec.name), precision=prec.name, is_gpu=arch.is_gpu,
         gpus_per_node=recipe.gpus_per_node, nodes=recipe.nodes, deepspeed=preset,
         method=method if method in ("lora", "full", "freeze") else "lora",
-        lora_rank=rank, lora_targets=_targets(lf, file, problems) if method == "lora" else models.LINEAR_MODULES,
+        lora_rank=rank, lora_targets=_targets(lf, spec, file, problems) if method == "lora" else spec.linear_names,
         lora_dropout=float(lf.get("lora_dropout", LF_DEFAULTS["lora_dropout"]) or 0.0),
         extra_trainable=_extra(lf, "additional_target" if method == "lora" else "freeze_extra_modules"),
         freeze_layers=int(freeze_layers),
