@@ -96,7 +96,10 @@ def layer_activation_bytes(w: Workload) -> float:
         norm += a * h
     inputs = (2 * a * h + a * i) if trains_weights else 0
     attention = a * (2 * m.q_dim + 2 * m.kv_dim)
-    mlp = (2 if liger and not m.is_moe else 3) * a * i  # Liger's SwiGLU replaces dense MLPs, not fused experts
+    # SwiGLU keeps gate, SiLU(gate) and up; Liger's replaces dense MLPs (gate and up), not fused experts; gpt-oss's
+    # clamped SwiGLU (GptOssExperts._apply_gate: clamp, sigmoid, glu, up + 1) keeps ~5 i per expert token, measured
+    # (test_plan_activations_measured.py)
+    mlp = (5 if m.model_type == "gpt_oss" else 2 if liger and not m.is_moe else 3) * a * i
     return 2 * norm + inputs + attention + mlp + routing_bytes(w) + lora_bytes(w)
 
 

@@ -118,3 +118,87 @@ def test_the_loss_paths_peak_bytes_per_logit_match_the_planners():
     from rocmft.plan import activations
 
     assert activations.LOGITS_BYTES_PER_ENTRY == pytest.approx(measured, rel=0.10), measured
+
+
+# ---------------------------------------------------------------- a mixture-of-experts layer
+
+MOE = {
+    "qwen3_moe": dict(model_type="qwen3_moe", hidden_size=512, intermediate_size=1376, moe_intermediate_size=128,
+                      num_hidden_layers=1, num_attention_heads=8, num_key_value_heads=2, head_dim=64, num_experts=16,
+                      num_experts_per_tok=4, vocab_size=1000),
+    "gpt_oss": dict(model_type="gpt_oss", hidden_size=512, intermediate_size=256, num_hidden_layers=2,
+                    num_attention_heads=8, num_key_value_heads=2, head_dim=64, num_local_experts=8,
+                    num_experts_per_tok=2, vocab_size=1000),
+}
+
+
+def moe_saved_bytes_per_token(cfg: dict, autocast: bool) -> float:
+    """One decoder layer of the family, LoRA on what `all` finds (attention only), transformers' default experts
+    implementation (grouped_mm). Attention is SDPA here for both (gpt-oss trains eager: its seq x seq scores are
+    planned apart, activations_gib), so the per-token difference holds the layer's own tensors only."""
+    import transformers
+    from peft import LoraConfig, get_peft_model
+
+    config = transformers.AutoConfig.for_model(**cfg)
+    config._attn_implementation = "sdpa"
+    config._experts_implementation = "grouped_mm"  # what from_pretrained picks (get_correct_experts_implementation)
+    kind = cfg["model_type"]
+    module = __import__(f"transformers.models.{kind}.modeling_{kind}", fromlist=["x"])
+    prefix = {"qwen3_moe": "Qwen3Moe", "gpt_oss": "GptOss"}[kind]
+    layer_class, rope_class = getattr(module, f"{prefix}DecoderLayer"), getattr(module, f"{prefix}RotaryEmbedding")
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer_class(config, 0)
+            self.rope = rope_class(config)
+
+        def forward(self, x):
+            pos = torch.arange(x.shape[1])[None]
+            out = self.layer(x, position_embeddings=self.rope(x, pos), attention_mask=None, position_ids=pos)
+            return out[0] if isinstance(out, tuple) else out
+
+    torch.manual_seed(0)
+    model = Wrap()
+    for p in model.parameters():  # the experts are torch.empty: give the router something to choose by
+        torch.nn.init.normal_(p, std=0.02)
+    model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    model = model.to(torch.bfloat16)
+    for p in model.parameters():
+        if autocast and p.requires_grad:
+            p.data = p.data.float()
+    model.train()
+
+    def saved(batch: int, seq: int) -> int:
+        x = torch.randn(batch, seq, cfg["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
+        seen: dict[int, int] = {}
+
+        def pack(t):
+            ptr = t.untyped_storage().data_ptr()
+            if ptr != x.untyped_storage().data_ptr():
+                seen[ptr] = max(seen.get(ptr, 0), t.untyped_storage().nbytes())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            model(x)
+        return sum(seen.values())
+
+    return (saved(2, 256) - saved(2, 128)) / (2 * 128)
+
+
+@pytest.mark.parametrize("autocast", [True, False], ids=["fp32-adapters", "bf16-adapters"])
+@pytest.mark.parametrize("kind", list(MOE))
+def test_a_moe_layers_saved_tensors_match_the_planner(kind, autocast):
+    """The MoE terms (activations.routing_bytes, the top-k experts' width, gpt-oss's clamped SwiGLU) against what
+    autograd saves: within 12% (the routing copies depend on how the experts implementation gathers tokens)."""
+    from dataclasses import replace
+
+    from rocmft.plan import activations, check, models
+    from tests.unit.plan.conftest import make_recipe
+
+    result = check(make_recipe(arch="cpu", model_name_or_path="x", plan={"model": MOE[kind]}, cutoff_len=256), strict=True)
+    w = replace(result.workload, precision="bf16", attention="sdpa", pure_bf16=not autocast, lora_dropout=0.0)
+    assert isinstance(w.model, models.ModelSpec) and w.lora_targets == ("q_proj", "k_proj", "v_proj", "o_proj")
+    planned = activations.layer_activation_bytes(w)
+    assert planned == pytest.approx(moe_saved_bytes_per_token(MOE[kind], autocast), rel=0.12)
