@@ -157,7 +157,7 @@ def test_image_packages_carry_the_pinned_versions():
 
 @pytest.mark.parametrize("packages, message", [
     ("{bitsandbytes: pypi}", "is not one of lock, versions.py"),
-    ("{galore-torch: versions.py}", "IMAGE_PINS has no `galore-torch`"),
+    ("{swanlab: versions.py}", "IMAGE_PINS has no `swanlab`"),
     ("{badam: lock}", "lock.txt has no `badam==` pin"),
     ("{flash-attn: null}", "flash_attn `ck` but packages lacks flash-attn"),
 ])
