@@ -60,6 +60,7 @@ class Arch:
     product: str = ""  # whose figures these are: the first of `products` unless for_product() chose another
     product_table: Mapping[str, Product] = field(default_factory=dict)
     unified_memory: bool = False  # an APU: GPU memory is the host's memory (nothing to offload to)
+    integrated: bool = False  # the CPU's own GPU (Strix Halo): a training target, its memory share the host's
 
     @property
     def is_gpu(self) -> bool:
@@ -160,6 +161,7 @@ def _build(name: str, entry: dict, defaults: dict, lock_file: Path) -> Arch:
         product_table=MappingProxyType({pname: _product(name, pname, spec or {}, tuple(merged.get("products", ())))
                                         for pname, spec in (entry.get("product_figures") or {}).items()}),
         unified_memory=bool(merged.get("unified_memory", False)),
+        integrated=bool(merged.get("integrated", False)),
     )
 
 
