@@ -234,6 +234,28 @@ def _targets(lf: Mapping[str, Any], spec: models.ModelSpec, file: str, problems:
     return tuple(n for n in names if n in own)
 
 
+def _window_under_a_4d_mask(spec: models.ModelSpec, packing: str, flash: str, lf: Mapping[str, Any], file: str,
+                            problems: list[Problem]) -> None:
+    """neat_packing without flash-attn hands the model a 4D block-diagonal mask, which transformers 5.6 returns
+    as-is for every layer (masking_utils._preprocess_mask_arguments: "If the mask is already 4D, simply return
+    as-is"), so a sliding layer attends past its window inside a sample; flash-attn's varlen path keeps the window."""
+    if packing == "neat_packing" and spec.vision_params:
+        problems.append(Problem(file, "llamafactory.neat_packing", f"{spec.name} is multimodal: on text-only rows "
+                                "LLaMA-Factory 0.9.5's collator appends a placeholder image's tokens to the packed row "
+                                "but not to its position ids, and the first step stops (RuntimeError in the rotary "
+                                "embedding; data/collator.py MultiModalDataCollatorForSeq2Seq, seen in the CPU "
+                                "rehearsal)", "padded rows: neat_packing=false", severity="warning"))
+    local = spec.num_hidden_layers - spec.layers_of("full_attention")
+    cutoff = lf.get("cutoff_len", LF_DEFAULTS["cutoff_len"])
+    if packing == "neat_packing" and flash != "fa2" and local and spec.window and isinstance(cutoff, int) \
+            and cutoff > spec.window:
+        problems.append(Problem(file, "llamafactory.neat_packing", f"neat_packing's 4D mask reaches {spec.name}'s "
+                                f"{local} sliding-window layers unchanged (transformers' masking_utils): a sample longer "
+                                f"than {spec.window} tokens attends past the window there, unlike the model's own "
+                                "training", f"cutoff_len <= {spec.window}, or padded rows (neat_packing=false), or "
+                                "flash_attn=fa2 where the image has flash-attn", severity="warning"))
+
+
 def _extra(lf: Mapping[str, Any], key: str) -> tuple[str, ...]:
     raw = lf.get(key)
     if not raw:
@@ -334,6 +356,7 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     # LLaMA-Factory packs only supervised and pretraining rows; pairs and KTO rows are always padded
     packing = ("padded" if stage not in ("sft", "pt") else "neat_packing" if lf.get("neat_packing")
                else "packing" if lf.get("packing", stage == "pt") else "padded")
+    _window_under_a_4d_mask(spec, packing, flash, lf, file, problems)
     wl = Workload(
         recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,

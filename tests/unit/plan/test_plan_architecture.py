@@ -233,3 +233,28 @@ def test_did_you_mean_never_crosses_from_moe_to_dense():
     assert models.did_you_mean_same_kind("Qwen/Qwen3-32B-A5B") != "did you mean `Qwen/Qwen3-32B`?"
     assert models.did_you_mean_same_kind("google/gemma-3-12b-instruct") == "did you mean `google/gemma-3-12b-it`?"
     assert models.did_you_mean_same_kind("acme/Qwen3ish-8B") == ""  # a family the name does not tell: no guess
+
+
+def test_neat_packing_on_sliding_layers_without_flash_attn_is_a_warning(recipe_factory):
+    """transformers 5.6 hands a 4D mask to every layer unchanged (masking_utils._preprocess_mask_arguments), so
+    neat_packing on SDPA makes Gemma 3's sliding layers attend past their window (1B: 512 tokens)."""
+    def warned(**lf):
+        result = check(recipe_factory(model_name_or_path="google/gemma-3-1b-it", neat_packing=True, **lf), strict=True)
+        return [p for p in result.problems if p.key == "llamafactory.neat_packing"]
+
+    (warning,) = warned(cutoff_len=2048, flash_attn="sdpa")
+    assert "22 sliding-window layers" in warning.message and "cutoff_len <= 512" in warning.suggestion
+    assert warned(cutoff_len=512, flash_attn="sdpa") == []  # no sample outgrows the window
+    assert warned(cutoff_len=2048, flash_attn="fa2") == []  # flash-attn's varlen path keeps the window
+
+
+def test_neat_packing_on_a_multimodal_model_is_a_warning(recipe_factory):
+    """LLaMA-Factory's collator appends a placeholder image to a text-only batch of a multimodal model, not to the
+    packed row's position ids: the rehearsal of a Gemma 3 recipe with neat_packing stopped at its first step."""
+    result = check(recipe_factory(model_name_or_path="google/gemma-3-12b-it", neat_packing=True, cutoff_len=1024),
+                   strict=True)
+    (warning,) = [p for p in result.problems if p.key == "llamafactory.neat_packing"]
+    assert "is multimodal" in warning.message and warning.suggestion == "padded rows: neat_packing=false"
+    text_only = check(recipe_factory(model_name_or_path="google/gemma-3-1b-it", neat_packing=True, cutoff_len=512),
+                      strict=True)
+    assert not [p for p in text_only.problems if p.key == "llamafactory.neat_packing"]
