@@ -74,6 +74,15 @@ EXTRAS = {
                                            "apollo_target": "all", "apollo_rank": 128, "apollo_scale": 32.0,
                                            "apollo_scale_type": "channel", "pure_bf16": True,
                                            "gradient_accumulation_steps": 1},
+    # the same two with the optimizer LLaMA-Factory builds them from (optim unset: transformers 5.6's fused AdamW)
+    "extras/galore/llama3_full_sft_adamw.yaml": {"finetuning_type": "full", "use_galore": True, "galore_layerwise": True,
+                                                 "galore_target": "mlp,self_attn", "galore_rank": 128,
+                                                 "galore_scale": 2.0, "pure_bf16": True,
+                                                 "gradient_accumulation_steps": 1, "optim": "adamw_torch"},
+    "extras/apollo/llama3_full_sft_adamw.yaml": {"finetuning_type": "full", "use_apollo": True, "apollo_layerwise": True,
+                                                 "apollo_target": "all", "apollo_rank": 128, "apollo_scale": 32.0,
+                                                 "apollo_scale_type": "channel", "pure_bf16": True,
+                                                 "gradient_accumulation_steps": 1, "optim": "adamw_torch"},
     "extras/badam/llama3_full_sft.yaml": {"finetuning_type": "full", "use_badam": True, "badam_mode": "layer",
                                           "badam_switch_mode": "ascending", "badam_switch_interval": 50},
     "extras/adam_mini/qwen2_full_sft.yaml": {"finetuning_type": "full", "use_adam_mini": True},
@@ -132,11 +141,18 @@ def test_llamafactory_examples_from_inside_their_checkout(lf_checkout, job_env):
     assert verdicts["examples/train_lora/qwen3_lora_sft_ray.yaml"] == "ok"
     assert verdicts["examples/deepspeed/ds_z2_autotp_config.json"] == "ok"
     # the optimizers the gfx942 image carries (docker/arches.yaml packages): judged from that list, not this venv
-    for name, package in (("galore", "galore-torch"), ("apollo", "apollo-torch"), ("badam", "badam"),
-                          ("adam_mini", "adam-mini")):
-        (path,) = [f"examples/{n}" for n in EXTRAS if n.startswith(f"extras/{name}/")]
+    for path, package in (("galore/llama3_full_sft_adamw", "galore-torch"), ("apollo/llama3_full_sft_adamw", "apollo-torch"),
+                          ("badam/llama3_full_sft", "badam"), ("adam_mini/qwen2_full_sft", "adam-mini")):
+        path = f"examples/extras/{path}.yaml"
         assert verdicts[path] == "ok", out
         assert f"note: {path}: " in out and f"its image has {package} " in out
+    # as shipped, GaLore and APOLLO would stop at their first step: transformers 5.6's default optimizer
+    for name, takes in (("galore", "adamw_torch, adamw_bnb_8bit"), ("apollo", "adamw_torch;")):
+        path = f"examples/extras/{name}/llama3_full_sft.yaml"
+        assert f"FAIL  {path}" in out, out
+        line = next(x for x in out.splitlines() if x.startswith(f"error: {path}: optim: "))
+        assert takes.rstrip(";") in line and "an unset optim (transformers' default, adamw_torch_fused)" in line \
+            and "(optim: adamw_torch)" in line, line
     assert "note: examples/train_lora/qwen3_lora_sft_ray.yaml: dataset_dir: dataset_info.json comes from the Hub " \
            "dataset repo `llamafactory/demo_data`" in out
     assert "note: examples/deepspeed/ds_z2_autotp_config.json: _comment: a comment (DeepSpeed ignores it)" in out
