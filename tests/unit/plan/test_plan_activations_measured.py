@@ -13,44 +13,34 @@ torch = pytest.importorskip("torch", reason="the measurement needs the CPU train
 pytest.importorskip("peft", reason="the measurement needs the CPU training stack (make setup)")
 
 
-def saved_bytes_per_token(case) -> float:
-    from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import (
-        LlamaDecoderLayer,
-        LlamaRotaryEmbedding,
-    )
+class OneLayer(torch.nn.Module):
+    """One decoder layer with its rotary embedding, fed a hidden state as the previous layer hands it on."""
 
-    cfg = LlamaConfig(**{k: v for k, v in SMALL.items() if k != "model_type"})
-    cfg._attn_implementation = "sdpa"
+    def __init__(self, layer, rope):
+        super().__init__()
+        self.layer, self.rope = layer, rope
 
-    class Wrap(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = LlamaDecoderLayer(cfg, 0)
-            self.rope = LlamaRotaryEmbedding(cfg)
+    def forward(self, x):
+        pos = torch.arange(x.shape[1])[None]
+        out = self.layer(x, position_embeddings=self.rope(x, pos), attention_mask=None, position_ids=pos)
+        return out[0] if isinstance(out, tuple) else out
 
-        def forward(self, x):
-            pos = torch.arange(x.shape[1])[None]
-            out = self.layer(x, position_embeddings=self.rope(x, pos), attention_mask=None, position_ids=pos)
-            return out[0] if isinstance(out, tuple) else out
 
-    torch.manual_seed(0)
-    model = Wrap()
-    lora = case.changes.get("method") != "full"
-    autocast = lora and not case.changes.get("pure_bf16")  # LLaMA-Factory's fp32 adapters under autocast
-    if lora:
-        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=case.changes["lora_dropout"],
-                                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
-                                                                 "gate_proj", "up_proj", "down_proj"]))
+def bf16_with_adapters(model, autocast: bool):
+    """The model in bf16, its trainable (LoRA) parameters in fp32 when LLaMA-Factory upcasts them (autocast)."""
     model = model.to(torch.bfloat16)
     for p in model.parameters():
         if autocast and p.requires_grad:
             p.data = p.data.float()
     model.train()
+    return model
 
+
+def per_token(model, hidden: int, autocast: bool) -> float:
+    """Bytes of every distinct tensor autograd saves in one forward, per token: the difference between two lengths
+    leaves out what does not grow with tokens (weights, autocast's weight copies, RoPE tables)."""
     def saved(batch: int, seq: int) -> int:
-        x = torch.randn(batch, seq, SMALL["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
+        x = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
         seen: dict[int, int] = {}
 
         def pack(t):
@@ -64,9 +54,28 @@ def saved_bytes_per_token(case) -> float:
             model(x)
         return sum(seen.values())
 
-    # The difference between two lengths leaves out what does not grow with tokens (weights, autocast's
-    # weight copies, RoPE tables): bytes per token.
     return (saved(2, 256) - saved(2, 128)) / (2 * 128)
+
+
+def saved_bytes_per_token(case) -> float:
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import (
+        LlamaDecoderLayer,
+        LlamaRotaryEmbedding,
+    )
+
+    cfg = LlamaConfig(**{k: v for k, v in SMALL.items() if k != "model_type"})
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = OneLayer(LlamaDecoderLayer(cfg, 0), LlamaRotaryEmbedding(cfg))
+    lora = case.changes.get("method") != "full"
+    autocast = lora and not case.changes.get("pure_bf16")  # LLaMA-Factory's fp32 adapters under autocast
+    if lora:
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=case.changes["lora_dropout"],
+                                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                 "gate_proj", "up_proj", "down_proj"]))
+    return per_token(bf16_with_adapters(model, autocast), SMALL["hidden_size"], autocast)
 
 
 @pytest.mark.parametrize("case", LAYERS, ids=[c.name for c in LAYERS])
@@ -146,45 +155,12 @@ def moe_saved_bytes_per_token(cfg: dict, autocast: bool) -> float:
     module = __import__(f"transformers.models.{kind}.modeling_{kind}", fromlist=["x"])
     prefix = {"qwen3_moe": "Qwen3Moe", "gpt_oss": "GptOss"}[kind]
     layer_class, rope_class = getattr(module, f"{prefix}DecoderLayer"), getattr(module, f"{prefix}RotaryEmbedding")
-
-    class Wrap(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.layer = layer_class(config, 0)
-            self.rope = rope_class(config)
-
-        def forward(self, x):
-            pos = torch.arange(x.shape[1])[None]
-            out = self.layer(x, position_embeddings=self.rope(x, pos), attention_mask=None, position_ids=pos)
-            return out[0] if isinstance(out, tuple) else out
-
     torch.manual_seed(0)
-    model = Wrap()
+    model = OneLayer(layer_class(config, 0), rope_class(config))
     for p in model.parameters():  # the experts are torch.empty: give the router something to choose by
         torch.nn.init.normal_(p, std=0.02)
     model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
-    model = model.to(torch.bfloat16)
-    for p in model.parameters():
-        if autocast and p.requires_grad:
-            p.data = p.data.float()
-    model.train()
-
-    def saved(batch: int, seq: int) -> int:
-        x = torch.randn(batch, seq, cfg["hidden_size"], dtype=torch.bfloat16, requires_grad=True)
-        seen: dict[int, int] = {}
-
-        def pack(t):
-            ptr = t.untyped_storage().data_ptr()
-            if ptr != x.untyped_storage().data_ptr():
-                seen[ptr] = max(seen.get(ptr, 0), t.untyped_storage().nbytes())
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            model(x)
-        return sum(seen.values())
-
-    return (saved(2, 256) - saved(2, 128)) / (2 * 128)
+    return per_token(bf16_with_adapters(model, autocast), cfg["hidden_size"], autocast)
 
 
 @pytest.mark.parametrize("autocast", [True, False], ids=["fp32-adapters", "bf16-adapters"])
