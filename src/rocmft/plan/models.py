@@ -367,7 +367,8 @@ def _hub_config(name: str, file: str, key: str, env: Mapping[str, str]) -> Model
 _FAMILIES = (("gpt_oss", r"gpt-oss"), ("mixtral", r"mixtral"), ("llama4", r"llama-4"), ("gemma3", r"gemma-3"),
              ("qwen3", r"qwen3(?![.-]?(5|6|next|vl|omni))"), ("qwen2", r"qwen2"), ("llama", r"llama"),
              ("mistral", r"mistral|ministral"))
-_MOE_NAME = r"-a\d+(\.\d+)?b\b|moe|\d+x\d+b|-\d+e\b|gpt-oss|mixtral|scout|maverick"
+# "-A3B" (active parameters; a mistyped last letter too: "-A3C"), "MoE", "8x7B", llama4's "-16E"
+_MOE_NAME = r"-a\d+(\.\d+)?[a-z]?(\b|-)|moe|\d+x\d+b|-\d+e\b|gpt-oss|mixtral|scout|maverick"
 _TYPE_FAMILY = {"qwen3_moe": "qwen3", "qwen2_moe": "qwen2", "gemma3_text": "gemma3", "llama4_text": "llama4"}
 
 

@@ -218,6 +218,7 @@ def test_multi_head_latent_attention_is_refused():
 @pytest.mark.parametrize("typo,meant", [
     ("Qwen/Qwen3-30B-A3B-Instruct-2508", "Qwen/Qwen3-30B-A3B-Instruct-2507"),
     ("Qwen/Qwen3-32B-A3B", "Qwen/Qwen3-30B-A3B"),  # closer by spelling to the dense Qwen3-32B, but a MoE name
+    ("Qwen/Qwen3-30B-A3C", "Qwen/Qwen3-30B-A3B"),  # a mistyped active-size suffix is still a MoE name
     ("Qwen/Qwen3-14B-Bse", "Qwen/Qwen3-14B-Base"),
     ("openai/gpt-oss-21b", "openai/gpt-oss-20b"),
 ])
@@ -260,3 +261,13 @@ def test_neat_packing_on_a_multimodal_model_is_a_warning(recipe_factory):
     text_only = check(recipe_factory(model_name_or_path="google/gemma-3-1b-it", neat_packing=True, cutoff_len=512),
                       strict=True)
     assert not [p for p in text_only.problems if p.key == "llamafactory.neat_packing"]
+
+
+def test_every_table_names_kind_is_its_configs():
+    """What a name says (models.name_kind: the only thing known of an unknown model) agrees with what every table
+    entry's config is: its family (model_type) and whether it has experts."""
+    for name in models.table_names():
+        spec = models.from_table(name)
+        family, moe = models.name_kind(name)
+        assert moe == spec.is_moe, name
+        assert family in ("", models._TYPE_FAMILY.get(spec.model_type, spec.model_type)), name
