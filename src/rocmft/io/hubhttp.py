@@ -11,6 +11,7 @@ A file is read as huggingface_hub's hf_hub_url builds its address: `{endpoint}/{
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -109,9 +110,17 @@ class Config:
     fix: str = ""
 
 
+# A Hub repo id as the Hub accepts one (huggingface_hub utils/_validators.py validate_repo_id: letters, digits,
+# `-`, `_`, `.`, at most 96 characters a part): anything else is never sent.
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
 def config_json(repo_id: str, env: Mapping[str, str], revision: str = "main") -> Config:
     """The model's config.json from the Hub: one small file, never the weights."""
     url = file_url(repo_id, "config.json", env, revision)
+    if not REPO_ID.fullmatch(repo_id) or ".." in repo_id:
+        return Config(None, url, problem="is not a Hub repo id (org/name of letters, digits, - _ .)",
+                      fix="check the spelling")
     token = token_source(env)
     try:
         answer = get(url, token, env, limit=MAX_CONFIG_BYTES, agent="rocmft-plan")

@@ -105,3 +105,12 @@ def test_a_hub_config_of_a_hybrid_is_refused_and_not_kept(hub, tmp_path):
         CONFIG.clear()
         CONFIG.update(CONFIG_BACKUP)
     assert not (tmp_path / "project" / ".cache" / "hub-configs").exists()
+
+
+def test_a_name_that_is_no_repo_id_is_never_sent(hub):
+    """A value with a newline (an imported config's injection attempt, tests/unit/importer/test_injection.py) or a
+    character the Hub refuses in ids: one line, no request."""
+    for name in ("org/model\nenv:", "org/mo del", "org/model?x=1"):
+        with pytest.raises(ProblemReport, match="is not a Hub repo id"):
+            models.resolve(name, env=hub)
+    assert _Hub.seen == []
