@@ -148,10 +148,11 @@ def logits_gib(w: Workload) -> float:
     """transformers' ForCausalLMLoss upcasts the logits to fp32 before cross-entropy (bf16 logits 2 + fp32 copy 4 +
     fp32 log-softmax 4 in forward); the Trainer's compute_loss returns the loss alone, so the model's outputs,
     bf16 logits included, are gone before backward, whose peak is the saved log-softmax 4 + its gradient 4 +
-    the fp32 logits' gradient 4: 12 bytes per token per vocabulary entry. Measured as a fresh process's peak
-    resident set over that forward + backward of a 1-layer bf16 LlamaForCausalLM with a 32k vocabulary on CPU:
-    12.0 (14.0 when the caller keeps the outputs through backward, which the Trainer does not):
-    tests/unit/plan/test_plan_activations_measured.py. 11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
+    the fp32 logits' gradient 4: 12 bytes per token per vocabulary entry. Measured as the peak of the bytes in
+    live tensors (PyTorch's CPU allocator, through the profiler) over that forward + backward of a 1-layer bf16
+    LlamaForCausalLM with a 32k vocabulary on CPU: 12.09, the model's gradients included (14.09 when the caller
+    keeps the outputs through backward, which the Trainer does not): tests/unit/plan/test_plan_activations_measured.py.
+    11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
     tokens = w.tokens_per_micro_batch
     if fused_loss(w):
         # Liger's fused linear cross-entropy computes the loss in chunks and never holds the full logits.
