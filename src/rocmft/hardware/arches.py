@@ -61,6 +61,9 @@ class Arch:
     product_table: Mapping[str, Product] = field(default_factory=dict)
     unified_memory: bool = False  # an APU: GPU memory is the host's memory (nothing to offload to)
     integrated: bool = False  # the CPU's own GPU (Strix Halo): a training target, its memory share the host's
+    # `base_image_digest: sha256:...` pins the base's content, not only its tag: the image's ID (what `docker load`
+    # keeps) or its registry digest. `make image` refuses a local base that is neither (issue 43, L10).
+    base_image_digest: str = ""
 
     @property
     def is_gpu(self) -> bool:
@@ -162,6 +165,9 @@ def _build(name: str, entry: dict, defaults: dict, lock_file: Path) -> Arch:
                                         for pname, spec in (entry.get("product_figures") or {}).items()}),
         unified_memory=bool(merged.get("unified_memory", False)),
         integrated=bool(merged.get("integrated", False)),
+        # the digest of the base the entry names: an arch that names its own base_image never takes the default's
+        base_image_digest=str(entry.get("base_image_digest", "" if "base_image" in entry
+                                        else defaults.get("base_image_digest", "")) or ""),
     )
 
 

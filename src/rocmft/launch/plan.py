@@ -28,8 +28,9 @@ from typing import Mapping
 
 from ..hardware.arches import Arch
 from ..io.problems import Problem, ProblemReport
-from ..recipe import recipe_env
+from ..recipe import recipe_env, tracking
 from ..recipe.recipes import SECRET_ENV, Recipe
+from ..run.jobfiles import JOB_DIR
 
 DEVICE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 # The caching allocator's settings. A ROCm torch reads PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_HIP_ALLOC_CONF (ROCm
@@ -41,6 +42,10 @@ PASS_THROUGH = (
     "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE",
     "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG", "GLOO_SOCKET_IFNAME", *ALLOC_CONF_VARS,
 )
+# A token a library falls back to when its variable is unset, from a file the job inherits: withheld with the
+# variable (issue 43, N5). huggingface_hub reads HF_TOKEN_PATH (default HF_HOME/token, where `hf auth login`
+# stores it); /dev/null holds no token, and with implicit tokens off no request carries one unasked.
+STORED_TOKEN_ENV = {"HF_TOKEN": {"HF_TOKEN_PATH": "/dev/null", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}}
 # Not passed: TORCH_EXTENSIONS_DIR, MPLCONFIGDIR (the Makefile's). A local run inherits them with the rest of
 # the environment; a container gets caches of its own per image (docker/spec.py OWN_CACHES): compiled code
 # must never travel between a container and the host.
@@ -152,8 +157,15 @@ def build(
         # The node's physical cores split between its ranks (SMT siblings share a core's AVX units: no gain).
         # Cost: the ranks' data loaders and tokenizers share those cores too. A recipe's `env:` overrides it.
         env["OMP_NUM_THREADS"] = str(max(1, physical_cores // nproc))
+    # report_to's trackers write into the run's job folder (recipe/tracking.py); a recipe's `env:` still decides.
+    trackers = tracking.names(recipe.llamafactory.get("report_to"), arch.image_packages)
+    tracked, by_name = tracking.environment(trackers, f"{run_path}/{JOB_DIR}", host_env)
+    env.update(tracked)
+    secrets = (*secrets, *(n for n in by_name if n not in secrets and n not in recipe.env))
     env.update(recipe.env)
     env.update(allocator_env(arch, env))
+    for name in withheld:  # after the recipe's env: a recipe cannot point the job back at the file
+        env.update(STORED_TOKEN_ENV.get(name, {}))
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike
         "OPTIM_TORCH": "0",  # if this env is reused with llamafactory-cli, it keeps our allocator settings
