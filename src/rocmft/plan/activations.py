@@ -32,8 +32,8 @@ from .workload import Workload
 GIB = float(1 << 30)
 LOGITS_BYTES_PER_ENTRY = 12  # measured, see logits_gib
 # Model types LLaMA-Factory 0.9.5 applies Liger to (llamafactory/model/model_utils/liger_kernel.py).
-LIGER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "granite",
-                     "olmo2", "glm", "glm4")
+LIGER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "mistral", "mixtral", "gemma", "gemma2",
+                     "gemma3_text", "gpt_oss", "phi3", "granite", "olmo2", "glm", "glm4")
 
 
 def act_bytes(w: Workload) -> int:
@@ -65,8 +65,7 @@ def lora_bytes(w: Workload) -> float:
     if w.method != "lora" or not w.lora_targets:
         return 0.0
     a = act_bytes(w)
-    shapes = w.model.linear_shapes()
-    inputs = sum(shapes[t][0] for t in w.lora_targets)
+    inputs = w.model.adapter_inputs(w.lora_targets)
     upcast = upcast_adapters(w)
     copy = 2 if upcast else a  # the tensor lora_A keeps: autocast's 16-bit copy, or the adapter-dtype input
     if w.lora_dropout > 0:
@@ -75,12 +74,7 @@ def lora_bytes(w: Workload) -> float:
     elif upcast:
         per_input = copy * inputs
     else:  # 16-bit adapters without dropout keep the base layer's own input: one per distinct tensor
-        h, i = w.model.hidden_size, w.model.intermediate_size
-        targets = set(w.lora_targets)
-        # o_proj's input is the attention output, which the attention kernel keeps anyway (counted there)
-        distinct = (h if targets & {"q_proj", "k_proj", "v_proj"} else 0) \
-            + (h if targets & {"gate_proj", "up_proj"} else 0) + (i if "down_proj" in targets else 0)
-        per_input = a * distinct
+        per_input = a * w.model.distinct_adapter_inputs(w.lora_targets)
     return per_input + copy * w.lora_rank * len(w.lora_targets)  # + each lora_B's rank-sized input
 
 
@@ -112,7 +106,7 @@ def layer_activation_bytes(w: Workload) -> float:
     """
     m = w.model
     a = act_bytes(w)
-    h, i = m.hidden_size, m.intermediate_size
+    h, i = m.hidden_size, m.mlp_width  # MoE: the top-k experts' and the shared expert's width a token runs
     liger = liger_applies(w)
     trains_weights = w.method != "lora"
     norm = a * h if liger else 4 * h
@@ -120,8 +114,23 @@ def layer_activation_bytes(w: Workload) -> float:
         norm += a * h
     inputs = (2 * a * h + a * i) if trains_weights else 0
     attention = a * (2 * m.q_dim + 2 * m.kv_dim)
-    mlp = (2 if liger else 3) * a * i
-    return 2 * norm + inputs + attention + mlp + lora_bytes(w) + zero3_linear_bytes(w)
+    # SwiGLU keeps gate, SiLU(gate) and up; Liger's replaces dense MLPs (gate and up), not fused experts; gpt-oss's
+    # clamped SwiGLU (GptOssExperts._apply_gate: clamp, sigmoid, glu, up + 1) keeps ~5 i per expert token, measured
+    # (test_plan_activations_measured.py)
+    mlp = (5 if m.model_type == "gpt_oss" else 2 if liger and not m.is_moe else 3) * a * i
+    return 2 * norm + inputs + attention + mlp + routing_bytes(w) + lora_bytes(w) + zero3_linear_bytes(w)
+
+
+def routing_bytes(w: Workload) -> float:
+    """A MoE layer's routing, per token on average over the layers: the fp32 router logits and softmax (transformers'
+    TopKRouter), each of the top-k expert inputs gathered and each expert output weighted by its router score
+    (Qwen3MoeExperts.forward: `hidden_states[token_idx]`, `* top_k_weights`)."""
+    e = w.model.experts
+    if e is None:
+        return 0.0
+    a = act_bytes(w)
+    per_token = 2 * 4 * e.count + 2 * a * e.top_k * w.model.hidden_size
+    return per_token * e.layers / w.model.num_hidden_layers
 
 
 def saved_layers(w: Workload) -> int:
@@ -163,10 +172,11 @@ def logits_gib(w: Workload) -> float:
     """transformers' ForCausalLMLoss upcasts the logits to fp32 before cross-entropy (bf16 logits 2 + fp32 copy 4 +
     fp32 log-softmax 4 in forward); the Trainer's compute_loss returns the loss alone, so the model's outputs,
     bf16 logits included, are gone before backward, whose peak is the saved log-softmax 4 + its gradient 4 +
-    the fp32 logits' gradient 4: 12 bytes per token per vocabulary entry. Measured as a fresh process's peak
-    resident set over that forward + backward of a 1-layer bf16 LlamaForCausalLM with a 32k vocabulary on CPU:
-    12.0 (14.0 when the caller keeps the outputs through backward, which the Trainer does not):
-    tests/unit/plan/test_plan_activations_measured.py. 11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
+    the fp32 logits' gradient 4: 12 bytes per token per vocabulary entry. Measured as the peak of the bytes in
+    live tensors (PyTorch's CPU allocator, through the profiler) over that forward + backward of a 1-layer bf16
+    LlamaForCausalLM with a 32k vocabulary on CPU: 12.09, the model's gradients included (14.09 when the caller
+    keeps the outputs through backward, which the Trainer does not): tests/unit/plan/test_plan_activations_measured.py.
+    11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
     tokens = w.tokens_per_micro_batch
     if fused_loss(w):
         # Liger's fused linear cross-entropy computes the loss in chunks and never holds the full logits.

@@ -123,9 +123,8 @@ def param_counts(w: Workload) -> ParamCounts:
     if w.method == "freeze":
         trainable = abs(w.freeze_layers) * m.layer_params + extras
         return ParamCounts(min(trainable, total), 0, max(total - trainable, 0))
-    shapes = m.linear_shapes()
-    lora = m.num_hidden_layers * sum(w.lora_rank * (shapes[t][0] + shapes[t][1]) for t in w.lora_targets)
-    frozen_linear = m.num_hidden_layers * m.layer_linear_params
+    lora = m.lora_params(w.lora_targets, w.lora_rank)
+    frozen_linear = m.linear_params  # MoE: the routed experts are no nn.Linear (architecture.py): frozen_other
     return ParamCounts(lora + extras, frozen_linear, total - frozen_linear - extras)
 
 
@@ -133,10 +132,9 @@ def largest_trainable(w: Workload) -> int:
     """Elements of the largest trainable parameter (where a ZeRO-3 sub-group may overshoot sub_group_size)."""
     m = w.model
     if w.method == "lora":
-        shapes = m.linear_shapes()
-        biggest = max((max(shapes[t]) for t in w.lora_targets), default=0) * w.lora_rank
+        biggest = max((max(x.in_features, x.out_features) for x in m.of(w.lora_targets)), default=0) * w.lora_rank
     else:
-        biggest = max(m.hidden_size * max(m.intermediate_size, m.q_dim), 0)
+        biggest = m.largest_layer_param
         if w.method == "full" or w.extra_trainable:
             biggest = max(biggest, m.vocab_size * m.hidden_size)
     if w.extra_trainable:
@@ -199,9 +197,9 @@ def frozen_weight_bytes(w: Workload, counts: ParamCounts) -> tuple[float, float]
     if not quantised(w) or not counts.frozen_linear:
         return counts.frozen_linear * compute, counts.frozen_other * compute
     m = w.model
-    shapes = list(m.linear_shapes().values())
-    weights = m.num_hidden_layers * sum(a * b for a, b in shapes)
-    packed = m.num_hidden_layers * quant.quantised_bytes(shapes, w.quant_bits or 4, w.double_quant)
+    weights = sum(x.layers * x.in_features * x.out_features for x in m.linears)
+    packed = sum(x.layers * quant.quantised_bytes([(x.in_features, x.out_features)], w.quant_bits or 4, w.double_quant)
+                 for x in m.linears)
     return packed + (counts.frozen_linear - weights) * compute, counts.frozen_other * compute
 
 
@@ -209,7 +207,8 @@ def dequant_buffer_bytes(w: Workload) -> float:
     """The largest quantised weight dequantised to the compute dtype (alive during its matmul, forward and backward)."""
     if not quantised(w):
         return 0.0
-    return max(a * b for a, b in w.model.linear_shapes().values()) * compute_bytes(w)
+    biggest = w.model.largest_linear()
+    return biggest.in_features * biggest.out_features * compute_bytes(w)
 
 
 # ---------------------------------------------------------------- the plan
@@ -319,6 +318,8 @@ def estimate(w: Workload) -> MemoryPlan:
     if stage == 3:
         # gathered for a module's forward or backward, at most stage3_max_live_parameters of what is partitioned
         live = min(w.ds_live_params, zero3.partitioned(w)) * b16
+        if m.experts is not None and m.experts.leaf:  # LLaMA-Factory's ZeRO-3 leaf: a MoE block is gathered whole
+            live = max(live, m.experts.block_params * b16)
         grads = max(m.layer_params, m.vocab_size * m.hidden_size) * r.grad if w.method != "lora" else 0
         # the reduce bucket (reduce_bucket_size, "auto" = h^2), doubled with overlap_comm (stage3.py ipg buffers)
         bucket = min(w.ds_reduce_bucket or m.hidden_size ** 2, counts.trainable) * b16 * (2 if w.ds_overlap_comm else 1)
@@ -345,10 +346,10 @@ def estimate(w: Workload) -> MemoryPlan:
         comps.append(Component("autocast", "autocast bf16 copies of the fp32 trainable weights",
                                counts.trainable * r.autocast / GIB, "fwd_bwd"))
     if quantised(w):
-        biggest = max(w.model.linear_shapes().items(), key=lambda kv: kv[1][0] * kv[1][1])
-        comps.append(Component("dequant", f"the largest quantised layer dequantised to {w.precision} ({biggest[0]}, "
-                               f"{biggest[1][0]:,} x {biggest[1][1]:,}) for its matmul", dequant_buffer_bytes(w) / GIB,
-                               "fwd_bwd"))
+        biggest = w.model.largest_linear()
+        comps.append(Component("dequant", f"the largest quantised layer dequantised to {w.precision} ({biggest.name}, "
+                               f"{biggest.in_features:,} x {biggest.out_features:,}) for its matmul",
+                               dequant_buffer_bytes(w) / GIB, "fwd_bwd"))
     gc = "gradient checkpointing" if w.gradient_checkpointing else "no gradient checkpointing"
     attn = "fused attention" if act.fused_attention(w) else "eager attention: seq^2 scores"
     extra = ", Liger norms/SwiGLU" if act.liger_applies(w) else ""

@@ -123,8 +123,10 @@ def _header(result: PlanResult) -> list[str]:
     assert w is not None
     m = w.model
     lines = [f"Plan for {r.name} ({_relative(r.path)})"]
-    lines.append(f"  model     {m.name}: {count(m.total_params)} params, {m.num_hidden_layers} layers, hidden {m.hidden_size}, "
+    params = f"{m.params_text()} params" if m.is_moe else f"{count(m.total_params)} params"
+    lines.append(f"  model     {m.name}: {params}, {m.num_hidden_layers} layers, hidden {m.hidden_size}, "
                  f"{m.num_attention_heads}/{m.num_key_value_heads} heads, vocab {m.vocab_size:,}  [{m.source}]")
+    lines += [f"            {line}" for line in model_lines(m)]
     cap = f"{w.capacity_gib:g} GiB each" if w.capacity_gib else "GPU memory unknown"
     peak = f"{w.precision} peak {w.peak_tflops:g} TFLOP/s" if w.peak_tflops else f"no known {w.precision} peak"
     unit = "GPU(s)" if w.is_gpu else "process(es)"
@@ -144,6 +146,25 @@ def _header(result: PlanResult) -> list[str]:
     if w.stage in ("dpo", "kto"):
         lines.append(f"  stage     {stage_text(w)}")
     return lines
+
+
+def model_lines(m) -> list[str]:
+    """What the planner read beyond a dense decoder: experts, local attention, a vision tower."""
+    out = []
+    e = m.experts
+    if e is not None:
+        shared = f" + a shared expert ({e.shared_intermediate})" if e.shared_intermediate else ""
+        leaf = f"; ZeRO-3 gathers each {e.leaf} whole ({count(e.block_params)} params)" if e.leaf else ""
+        out.append(f"mixture of experts: {e.layers} MoE layers of {e.count} experts ({e.intermediate_size} wide), top-"
+                   f"{e.top_k}{shared} per token; memory holds every expert, FLOPs count the active ones{leaf}")
+    local = m.num_hidden_layers - m.layers_of("full_attention")
+    if local:
+        kinds = ", ".join(f"{m.layers_of(k)} {k}" for k in ("sliding_attention", "chunked_attention") if m.layers_of(k))
+        out.append(f"attention: {kinds} (window {m.window:,} tokens), {m.layers_of('full_attention')} full_attention")
+    if m.vision_params:
+        out.append(f"vision tower + projector: {count(m.vision_params)} params (frozen; the plan is the language model's)")
+    out += list(m.notes)
+    return out
 
 
 def micro_batch_text(w: Workload) -> str:
@@ -209,9 +230,10 @@ def full(result: PlanResult) -> str:
     tp = result.throughput
     if tp is not None:
         lines += batching_lines(result)
-        lines.append(f"  model FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights, "
-                     f"L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = {throughput.attention_span(w):,.0f} "
-                     "attended tokens)")
+        active = " per token (active experts)" if w.model.is_moe else ""
+        lines.append(f"  model FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights"
+                     f"{active}, L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = "
+                     f"{throughput.counted_span(w):,.0f} attended tokens)")
         for name, v in tp.flops_parts:
             lines.append(f"    {name}: {flops(v)}")
         if tp.tokens_per_s_gpu is not None:
@@ -280,7 +302,8 @@ def summary(result: PlanResult) -> str:
     plan = result.memory
     ds = "" if w.deepspeed == "none" else f", {w.deepspeed}"
     gc = "on" if w.gradient_checkpointing else "off"
-    lines = [(f"plan {r.name}: {w.model.name.rsplit('/', 1)[-1]} {method_text(result)} on {w.world_size} x {w.arch}{ds}, "
+    moe = f" ({w.model.params_text()})" if w.model.is_moe else ""
+    lines = [(f"plan {r.name}: {w.model.name.rsplit('/', 1)[-1]}{moe} {method_text(result)} on {w.world_size} x {w.arch}{ds}, "
               f"{w.precision}, {micro_batch_text(w)} x {w.cutoff_len} tokens, checkpointing {gc}")]
     if w.stage in ("dpo", "kto"):
         lines.append(f"  stage: {stage_text(w)}")

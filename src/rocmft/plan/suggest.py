@@ -112,7 +112,10 @@ def _moves(w: Workload) -> list[Move]:
     if (not w.liger and w.liger_available and (w.model.model_type or "llama") in LIGER_MODEL_TYPES
             and not liger_z3_off):
         out.append(Move("liger", 1, lambda x: replace(x, liger=True, liger_asked=True)))
-    if w.packing == "padded" and w.stage == "sft" and w.lengths is not None:
+    # not for a model neat packing breaks or changes (workload._window_under_a_4d_mask): multimodal, or sliding
+    # layers without flash-attn
+    packable = not w.model.vision_params and (w.attention == "fa2" or not w.model.window)
+    if w.packing == "padded" and w.stage == "sft" and w.lengths is not None and packable:
         out.append(Move("packing", 1, _pack))
     if w.evaluates and w.eval_batch > 1:  # the eval pass's full logits (evalpeak.py)
         out.append(Move("eval", 1, lambda x: replace(x, eval_batch=1)))

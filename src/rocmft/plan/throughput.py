@@ -141,6 +141,9 @@ def attention_kernel(w: Workload) -> tuple[bool, str]:
         return True, "flash-attn, causal"
     if w.attention in ("disabled", "eager"):
         return False, "eager attention scores every pair, then masks"
+    local = w.model.num_hidden_layers - w.model.layers_of("full_attention")
+    if local:  # transformers builds a sliding-window (or chunked) mask for those layers: no is_causal shortcut
+        return False, f"SDPA with a sliding-window mask scores every pair in {local} local-attention layers"
     if w.packing == "neat_packing":
         return False, "SDPA with neat_packing's 4D mask scores every pair"
     b = batches(w)
@@ -149,22 +152,44 @@ def attention_kernel(w: Workload) -> tuple[bool, str]:
     return True, "SDPA is_causal (no mask to pass)"
 
 
+def layer_spans(w: Workload) -> list[float]:
+    """Each layer's attended span in PaLM's count (every pair of the span: twice what a causal kernel computes).
+    A sliding layer of window W costs a causal kernel ~W per token, PaLM's count of a span 2W; a chunked layer
+    (llama4) of chunk C costs ~C/2, the count of a span C; neither more than the span itself (layer_types)."""
+    m, span = w.model, attention_span(w)
+    kinds = m.layer_types or ("full_attention",) * m.num_hidden_layers
+    local = {"sliding_attention": 2 * (m.window or span), "chunked_attention": m.window or span}
+    return [min(span, local.get(kind, span)) for kind in kinds]
+
+
+def counted_span(w: Workload) -> float:
+    """The mean attended span over the layers (= attention_span for a model of full-attention layers only)."""
+    spans = layer_spans(w)
+    return sum(spans) / len(spans)
+
+
+def _passes(w: Workload) -> int:
+    L = w.model.num_hidden_layers
+    back = min(abs(w.freeze_layers), L) if w.method == "freeze" and w.freeze_layers > 0 else L
+    return L + 2 * back + (back if w.gradient_checkpointing else 0)
+
+
 def attention_flops(w: Workload) -> float:
     """The attention part (QK^T, AV) of one token's model FLOPs plus its recompute: forward once, backward twice,
     again with gradient checkpointing, in every layer that runs it."""
-    m = w.model
-    L = m.num_hidden_layers
-    back = min(abs(w.freeze_layers), L) if w.method == "freeze" and w.freeze_layers > 0 else L
-    passes = L + 2 * back + (back if w.gradient_checkpointing else 0)
-    return passes * 4.0 * m.q_dim * attention_span(w)
+    return _passes(w) * 4.0 * w.model.q_dim * counted_span(w)
 
 
 def attention_factor(w: Workload, flops: float) -> float:
     """Time of a causal kernel's work over this path's, for `flops` per token (model + recompute): the published
     utilisation figures come from causal kernels, which compute half of the attention FLOPs counted (PaLM's
-    count); an explicit mask computes them all."""
+    count); an explicit mask computes every pair of the span, in a local-attention layer too."""
     skips, _ = attention_kernel(w)
-    return 1.0 if skips else (flops - attention_flops(w) / 2) / flops
+    if skips:
+        return 1.0
+    counted = attention_flops(w)
+    every_pair = _passes(w) * 4.0 * w.model.q_dim * attention_span(w)
+    return (flops - counted / 2) / (flops - counted + every_pair)
 
 
 def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
@@ -173,7 +198,7 @@ def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
     n_layer = m.layer_linear_params
     n_layers = L * n_layer
     n_head = m.vocab_size * m.hidden_size
-    attn = 4.0 * m.q_dim * attention_span(w)  # per layer, forward
+    attn = 4.0 * m.q_dim * counted_span(w)  # per layer, forward
     fwd = 2.0 * (n_layers + n_head) + L * attn
     parts = [("forward 2N + 4Lds", fwd)]
     if w.method == "full":
@@ -207,7 +232,7 @@ def recompute_flops(w: Workload) -> float:
     m = w.model
     back_layers = min(abs(w.freeze_layers), m.num_hidden_layers) if w.method == "freeze" and w.freeze_layers > 0 \
         else m.num_hidden_layers
-    return back_layers * (2.0 * m.layer_linear_params + 4.0 * m.q_dim * attention_span(w))
+    return back_layers * (2.0 * m.layer_linear_params + 4.0 * m.q_dim * counted_span(w))
 
 
 def link_gbps(w: Workload) -> float:
@@ -242,7 +267,7 @@ def quant_factor(w: Workload, flops: float) -> tuple[str, float]:
     if w.quant_bits != 4:
         return f"{w.quant_bits}-bit weights (LLM.int8 / other kernels)", quant.INT8_FACTOR
     passes = 2 + (1 if w.gradient_checkpointing else 0) + w.extra_forwards  # forward, input grad, recompute, no-grad
-    weights = w.model.num_hidden_layers * w.model.layer_linear_params
+    weights = w.model.linear_params  # the quantised nn.Linear weights (routed experts stay in the compute dtype)
     per_weight = flops / weights  # the step's FLOPs per token per quantised weight
     over = quant.dequant_overhead(w.arch_family, sum(w.mfu) / 2, computed_tokens(w), per_weight, passes)
     return (f"4-bit dequantisation: {passes} per weight per micro-batch of {computed_tokens(w):.0f} tokens",

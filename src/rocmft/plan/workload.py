@@ -241,18 +241,49 @@ def _int(lf: Mapping[str, Any], key: str, file: str, problems: list[Problem], mi
     return value
 
 
-def _targets(lf: Mapping[str, Any], file: str, problems: list[Problem]) -> tuple[str, ...]:
+def _targets(lf: Mapping[str, Any], spec: models.ModelSpec, file: str, problems: list[Problem]) -> tuple[str, ...]:
+    """The linears LoRA adapts: `all` is every nn.Linear of the model (LLaMA-Factory's find_all_linear_modules),
+    which for a MoE model leaves out the routed experts (architecture.py)."""
     raw = lf.get("lora_target", LF_DEFAULTS["lora_target"])
     names = [n.strip() for n in (raw if isinstance(raw, list) else str(raw).split(",")) if str(n).strip()]
+    own = spec.linear_names
     if not names or "all" in names:
-        return models.LINEAR_MODULES
-    known = [n for n in names if n in models.LINEAR_MODULES]
+        return own
     for name in names:
-        if name not in models.LINEAR_MODULES:
+        if name in own:
+            continue
+        if spec.is_moe and name in models.LINEAR_MODULES:
+            problems.append(Problem(file, "llamafactory.lora_target", f"`{name}` is no nn.Linear in {spec.name}'s MoE "
+                                    "layers: transformers 5.6 keeps the routed experts as 3D parameters, which "
+                                    "LLaMA-Factory's LoRA does not adapt", f"planned without it; its linears: {', '.join(own)}",
+                                    severity="warning"))
+        else:
             problems.append(Problem(file, "llamafactory.lora_target", f"`{name}` is not a module the planner models",
-                                    did_you_mean(name, models.LINEAR_MODULES)
-                                    or f"planned without it; known: {', '.join(models.LINEAR_MODULES)}", severity="warning"))
-    return tuple(known)
+                                    did_you_mean(name, own) or f"planned without it; known: {', '.join(own)}",
+                                    severity="warning"))
+    return tuple(n for n in names if n in own)
+
+
+def _window_under_a_4d_mask(spec: models.ModelSpec, packing: str, flash: str, lf: Mapping[str, Any], file: str,
+                            problems: list[Problem]) -> None:
+    """neat_packing without flash-attn hands the model a 4D block-diagonal mask, which transformers 5.6 returns
+    as-is for every layer (masking_utils._preprocess_mask_arguments: "If the mask is already 4D, simply return
+    as-is"), so a sliding layer attends past its window inside a sample; flash-attn's varlen path keeps the window."""
+    if packing == "neat_packing" and spec.vision_params:
+        problems.append(Problem(file, "llamafactory.neat_packing", f"{spec.name} is multimodal: on text-only rows "
+                                "LLaMA-Factory 0.9.5's collator appends a placeholder image's tokens to the packed row "
+                                "but not to its position ids, and the first step stops (RuntimeError in the rotary "
+                                "embedding; data/collator.py MultiModalDataCollatorForSeq2Seq, seen in the CPU "
+                                "rehearsal)", "padded rows: neat_packing=false", severity="warning"))
+    local = spec.num_hidden_layers - spec.layers_of("full_attention")
+    cutoff = lf.get("cutoff_len", LF_DEFAULTS["cutoff_len"])
+    if packing == "neat_packing" and flash != "fa2" and local and spec.window and isinstance(cutoff, int) \
+            and cutoff > spec.window:
+        problems.append(Problem(file, "llamafactory.neat_packing", f"neat_packing's 4D mask reaches {spec.name}'s "
+                                f"{local} sliding-window layers unchanged (transformers' masking_utils): a sample longer "
+                                f"than {spec.window} tokens attends past the window there, unlike the model's own "
+                                "training", f"cutoff_len <= {spec.window}, or padded rows (neat_packing=false), or "
+                                "flash_attn=fa2 where the image has flash-attn", severity="warning"))
 
 
 def _extra(lf: Mapping[str, Any], key: str) -> tuple[str, ...]:
@@ -364,15 +395,22 @@ def _read(recipe: Recipe, gpus) -> tuple[Workload | None, list[Problem], list[Pr
         freeze_layers = 2
     ds = _ds_settings(ds_source)
     flash = str(lf.get("flash_attn", arch.attention))
+    if spec is not None and spec.model_type == "gpt_oss" and flash != "disabled":
+        # gpt-oss has no SDPA path (GptOssPreTrainedModel._supports_sdpa = False) and its attention sinks need
+        # eager; LLaMA-Factory's own choice, a CUDA FlashAttention-3 hub kernel, cannot load here (rocmft.worker)
+        problems.append(Problem(file, "llamafactory.flash_attn", f"gpt-oss trains with eager attention (its sinks), "
+                                f"not `{flash}`: planned as eager (seq x seq scores per layer)", severity="note"))
+        flash = "disabled"
     # LLaMA-Factory packs only supervised and pretraining rows; pairs and KTO rows are always padded
     packing = ("padded" if stage not in ("sft", "pt") else "neat_packing" if lf.get("neat_packing")
                else "packing" if lf.get("packing", stage == "pt") else "padded")
-    targets = _targets(lf, file, problems) if method == "lora" else models.LINEAR_MODULES
     micro_batch, cutoff_len = _int(lf, "per_device_train_batch_size", file, problems), _int(lf, "cutoff_len", file, problems)
     grad_accum = _int(lf, "gradient_accumulation_steps", file, problems)
     mfu = _mfu(plan, arch, file, problems)
     if spec is None or cannot:
         return None, problems, cannot
+    _window_under_a_4d_mask(spec, packing, flash, lf, file, problems)
+    targets = _targets(lf, spec, file, problems) if method == "lora" else spec.linear_names
     wl = Workload(
         recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,
