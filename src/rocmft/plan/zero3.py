@@ -35,24 +35,32 @@ def threshold(w: Workload) -> float:
 
 def parameters(w: Workload) -> list[tuple[int, bool]]:
     """(elements, trainable) of every parameter tensor as DeepSpeed sees it. A quantised linear's weight is its
-    packed storage in the compute dtype (LLaMA-Factory's bnb_4bit_quant_storage): a quarter of its values at 4 bits."""
+    packed storage in the compute dtype (LLaMA-Factory's bnb_4bit_quant_storage): a quarter of its values at 4 bits.
+    A linear held by fewer layers than all (a MoE model's dense MLPs) is counted in the first of them; a layer's
+    norms beyond its hidden-size ones (Qwen3's q_norm/k_norm, gpt-oss's sinks) as one small tensor: both are under
+    any persistence threshold either way, and only which side of it a tensor falls on matters here."""
     m = w.model
-    shapes = m.linear_shapes()
     quant = bool(w.quant_bits) and w.method == "lora"
     per_value = (w.quant_bits or 16) / 16 if quant else 1.0
     out: list[tuple[int, bool]] = []
     trains_layer = _layer_trains(w)
+    whole_norms, other_norms = divmod(m.layer_norm_params, m.hidden_size)
+    moe_from = m.num_hidden_layers - (m.experts.layers if m.experts else 0)
     for layer in range(m.num_hidden_layers):
         full = trains_layer(layer)
-        for name, (a, b) in shapes.items():
-            out.append((max(int(a * b * per_value), 1), full))
-            if w.method == "lora" and name in w.lora_targets:
-                out += [(w.lora_rank * a, True), (w.lora_rank * b, True)]
-        if m.attention_bias:
-            out += [(m.q_dim, full), (m.kv_dim, full), (m.kv_dim, full)]
-        out += [(m.hidden_size, full)] * 2
-        if m.layer_norm_params > 2 * m.hidden_size:  # Qwen3's q_norm/k_norm
-            out += [(m.head_dim, full)] * 2
+        for x in m.linears:
+            if layer >= x.layers:
+                continue
+            out.append((max(int(x.in_features * x.out_features * per_value), 1), full))
+            if x.bias:
+                out.append((x.out_features, full))
+            if w.method == "lora" and x.name in w.lora_targets:
+                out += [(w.lora_rank * x.in_features, True), (w.lora_rank * x.out_features, True)]
+        if m.experts is not None and layer >= moe_from:  # fused expert weights and the router: never small
+            out += [(m.experts.count * m.experts.params_each, full), (m.experts.router, full)]
+        out += [(m.hidden_size, full)] * whole_norms
+        if other_norms:
+            out.append((other_norms, full))
     embed_trains = w.method == "full" or "embed_tokens" in w.extra_trainable
     out.append((m.embed_params, embed_trains))
     if m.head_params:

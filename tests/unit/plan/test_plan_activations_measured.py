@@ -36,9 +36,10 @@ def bf16_with_adapters(model, autocast: bool):
     return model
 
 
-def per_token(model, hidden: int, autocast: bool) -> float:
+def per_token(model, hidden: int, autocast: bool, zero3: bool = False) -> float:
     """Bytes of every distinct tensor autograd saves in one forward, per token: the difference between two lengths
-    leaves out what does not grow with tokens (weights, autocast's weight copies, RoPE tables)."""
+    leaves out what does not grow with tokens (weights, autocast's weight copies, RoPE tables). `zero3`: with
+    DeepSpeed's ZeRO-3 linear swap, as zero.Init installs it for the whole process (plan/zero3.py)."""
     def saved(batch: int, seq: int) -> int:
         x = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
         seen: dict[int, int] = {}
@@ -50,7 +51,7 @@ def per_token(model, hidden: int, autocast: bool) -> float:
             return t
 
         linear = torch.nn.functional.linear
-        if case.changes.get("deepspeed") == "zero3":  # what zero.Init does for the whole process (zero3.py)
+        if zero3:
             from deepspeed.runtime.zero.linear import zero3_linear_wrap
 
             torch.nn.functional.linear = zero3_linear_wrap
@@ -83,7 +84,8 @@ def saved_bytes_per_token(case) -> float:
         model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=case.changes["lora_dropout"],
                                                  target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
                                                                  "gate_proj", "up_proj", "down_proj"]))
-    return per_token(bf16_with_adapters(model, autocast), SMALL["hidden_size"], autocast)
+    return per_token(bf16_with_adapters(model, autocast), SMALL["hidden_size"], autocast,
+                     zero3=case.changes.get("deepspeed") == "zero3")
 
 
 @pytest.mark.parametrize("case", LAYERS, ids=[c.name for c in LAYERS])
