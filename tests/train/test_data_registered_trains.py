@@ -1,5 +1,5 @@
-"""A dataset registered by `rocmft data` trains: one real LoRA step through LLaMA-Factory reading the
-registered entries (`pytest -m train`). Everything is registered in a temporary data folder passed as
+"""A dataset registered by `rocmft data` trains (JSON Lines of each layout, and a Parquet file): one real LoRA
+step through LLaMA-Factory reading the registered entries (`pytest -m train`). Everything is registered in a temporary data folder passed as
 `dataset_dir`, so the committed data/dataset_info.json is never touched."""
 
 from __future__ import annotations
@@ -40,6 +40,17 @@ def registered(tmp_path_factory, tiny_model):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"{len(rows) + len(BAD)} rows read, {len(rows)} kept, {len(BAD)} rejected" in proc.stdout
         names.append(name)
+    # a Parquet file: read as rows (pyarrow, as LLaMA-Factory's loader reads it), written as JSONL, trained on
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp / "user_table.parquet"
+    pq.write_table(pa.Table.from_pylist([{"instruction": f"Double {i}.", "output": str(2 * i) + "."} for i in range(12)]
+                                        + [{"instruction": "no answer", "output": ""}]), src)
+    proc = rocmft("data", str(src), "user_table", "--data-dir", str(data_dir), "--no-progress", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "13 rows read, 12 kept, 1 rejected (alpaca)" in proc.stdout
+    names.append("user_table")
     return env, data_dir, names
 
 
