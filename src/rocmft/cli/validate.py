@@ -67,7 +67,7 @@ def validate_file(path_text: str, arch_name: str | None = None) -> list[Problem]
 
 
 def run(args) -> int:
-    targets = [str(recipes.find(n)) for n in recipes.available()] if args.all else list(args.files)
+    targets = [str(recipes.find(n)) for n in recipes.shipped()] if args.all else list(args.files)
     if not targets:
         raise ProblemReport([Problem("", "FILES", "nothing to validate", "give files, or --all for every shipped recipe")])
     if args.arch:

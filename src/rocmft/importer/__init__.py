@@ -135,7 +135,7 @@ def run(req: Request) -> Report:
         raise
     for p in missing:
         report.add("advice", f"before training: {p.line().removeprefix('error: ')}")
-    report.written = [str(p.relative_to(paths.root())) for p in reversed(created)]
+    report.written = [paths.shown(p) for p in reversed(created)]
     report.summary = (f"base {layered.base}, {arch.name}, {gpus_per_node} GPU(s) x {nodes} node(s), "
                       f"deepspeed {preset}, precision {prec_name}")
     report.command = train

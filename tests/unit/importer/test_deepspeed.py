@@ -68,10 +68,10 @@ def test_a_kept_json_is_a_recipe_preset_rendered_validated_and_planned(project, 
         "bf16": {"enabled": True}}))
     report = importer.run(importer.Request(str(tmp_path / "train.yaml"), "mine", ds=str(tmp_path / "ds.json"),
                                            arch="gfx942", gpus_per_node="8"))
-    assert report.written == ["recipes/mine.yaml", "recipes/mine.ds.json"]
+    assert report.written == ["my/recipes/mine.yaml", "my/recipes/mine.ds.json"]
     recipe = recipes.load("mine")
-    assert recipe.deepspeed == "mine.ds.json" and recipe.deepspeed_file == str(project / "recipes" / "mine.ds.json")
-    kept = json.loads((project / "recipes" / "mine.ds.json").read_text())
+    assert recipe.deepspeed == "mine.ds.json" and recipe.deepspeed_file == str(project / "my" / "recipes" / "mine.ds.json")
+    kept = json.loads((project / "my" / "recipes" / "mine.ds.json").read_text())
     assert kept["zero_optimization"] == {"stage": 1, "reduce_bucket_size": 300000000}
     # rendered and validated like a shipped preset: DeepSpeed's own model and the HF fill against the YAML
     prep = pipeline.prepare("mine", validate=True)

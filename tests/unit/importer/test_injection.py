@@ -30,7 +30,7 @@ def light(project, tmp_path, monkeypatch):
 
 
 def imported(project, name):
-    path = project / "recipes" / f"{name}.yaml"
+    path = project / "my" / "recipes" / f"{name}.yaml"
     return path.read_text(), yaml.safe_load(path.read_text())
 
 
@@ -41,11 +41,11 @@ def test_a_newline_in_an_imported_value_stays_in_its_comment(key, value, light, 
     code = main(["import", "train.yaml", "inj", "--arch", "cpu"])
     out, err = capsys.readouterr()
     if code != 0:  # refused is safe too, if it says so in one line per problem and writes nothing
-        assert code == 2 and not (project / "recipes" / "inj.yaml").exists(), err
+        assert code == 2 and not (project / "my" / "recipes" / "inj.yaml").exists(), err
         return
     text, data = imported(project, "inj")
     assert "env" not in data, text
-    assert "LD_PRELOAD" not in recipes.load(str(project / "recipes" / "inj.yaml")).env
+    assert "LD_PRELOAD" not in recipes.load(str(project / "my" / "recipes" / "inj.yaml")).env
     assert text.splitlines()[0].startswith("# Imported from train.yaml: ") and "\\nenv:\\n  LD_PRELOAD" in text
     assert "\x1b" not in out
 
