@@ -18,14 +18,27 @@ from typing import Any
 from ..serve.private_file import read
 
 
-def _capped_loader(get_dataset, rows: int):
-    """LLaMA-Factory's get_dataset with the eval rows cut to the first `rows`. It has no max-predict-rows
-    setting, and its `max_samples` cuts the raw rows before the split, which would hold out other rows."""
+def copies(train, held) -> int | None:
+    """How many held-out rows are token for token a training row: what the run held out is then partly what it
+    trained on (a dataset of repeated rows, or `num_samples` repeating a small one, as the demo's identity set).
+    Counted on the rows LLaMA-Factory split and tokenised, so no guess of its split can be wrong."""
+    if train is None or held is None or "input_ids" not in getattr(held, "column_names", ()):
+        return None
+    trained = {tuple(ids) for ids in train["input_ids"]}
+    return sum(tuple(ids) in trained for ids in held["input_ids"])
+
+
+def _loader(get_dataset, rows: int | None, found: dict[str, Any]):
+    """LLaMA-Factory's get_dataset, noting the held-out rows that are copies of training rows (`found`), with the
+    eval rows cut to the first `rows`. It has no max-predict-rows setting, and its `max_samples` cuts the raw
+    rows before the split, which would hold out other rows."""
 
     def get(*args, **kwargs):
         module = get_dataset(*args, **kwargs)
         evals = module.get("eval_dataset")
-        if evals is not None and hasattr(evals, "select") and len(evals) > rows:
+        if rows is None and hasattr(evals, "column_names"):
+            found.update(held_out_rows=len(evals), held_out_copies=copies(module.get("train_dataset"), evals))
+        if rows is not None and evals is not None and hasattr(evals, "select") and len(evals) > rows:
             module["eval_dataset"] = evals.select(range(rows))
         return module
 
@@ -37,8 +50,8 @@ def run_pass(args: dict[str, Any], rows: int | None, out: Path) -> dict[str, Any
     from llamafactory.train.sft import workflow
 
     original = workflow.get_dataset
-    if rows is not None:
-        workflow.get_dataset = _capped_loader(original, rows)
+    found: dict[str, Any] = {}
+    workflow.get_dataset = _loader(original, rows, found)
     try:
         tuner.run_exp({**args, "output_dir": str(out)})
     finally:
@@ -48,7 +61,7 @@ def run_pass(args: dict[str, Any], rows: int | None, out: Path) -> dict[str, Any
     file = out / "generated_predictions.jsonl"
     if file.is_file():
         predictions = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-    return {"metrics": results, "predictions": predictions}
+    return {"metrics": results, "predictions": predictions, **found}
 
 
 def main(argv: list[str] | None = None) -> int:
