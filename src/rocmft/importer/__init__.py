@@ -34,6 +34,7 @@ class Request:
     arch: str | None = None
     gpus_per_node: str | None = None
     cmd: str | None = None
+    keep_ds: bool = False  # KEEP_DS=1: the DeepSpeed JSON byte for byte as the recipe's own, never a preset
 
 
 def _drop_refused(args: dict[str, Any], problems: list[Problem], file: str, report: Report) -> dict[str, Any]:
@@ -92,13 +93,15 @@ def run(req: Request) -> Report:
     report.problems = launch.problems + [p for p in judged if p.severity != "note"]  # notes say how it was judged
     prec_name = translate.choose_precision(src.args, arch, report)
     args = _drop_refused(translate.drop_owned(src.args, arch, report), report.problems, file_label, report)
+    args = translate.warmup(args, report)
     layered = base.choose(args)
     base.describe(layered, report)
 
     preset, match = "none", None
     if ds_cfg is not None:
         prec, _ = precision.resolve(prec_name, arch)
-        match = deepspeed.match(ds_cfg, prec, deepspeed.refused_keys(report.problems, ds_label))
+        match = deepspeed.verbatim(ds_cfg, prec_name) if req.keep_ds else \
+            deepspeed.match(ds_cfg, prec, deepspeed.refused_keys(report.problems, ds_label))
         preset = match.preset or f"{req.to}{DS_SUFFIX}"
         shape = "ZeRO stage {}, optimizer offload {}, weights offload {}".format(*ds_presets.shape(ds_cfg))
         report.add("translated", f"deepspeed: {ds_path.name} -> deepspeed: {preset} ({shape})")
@@ -118,7 +121,7 @@ def run(req: Request) -> Report:
     try:
         if match is not None and match.kept is not None:
             ds_target = recipes.new_path(req.to, DS_SUFFIX)
-            write.create(ds_target, write.ds_text(match.kept))
+            write.create(ds_target, ds_path.read_bytes().decode("utf-8") if req.keep_ds else write.ds_text(match.kept))
             created.append(ds_target)
         write.create(target, text)
         created.append(target)
