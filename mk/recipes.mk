@@ -22,5 +22,8 @@ import: host ## your LLaMA-Factory config as a recipe in my/recipes/ (FILE=train
 render: host ## render + validate a recipe into a new run dir (RECIPE=, SET=)
 	@$(ROCMFT) render $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(call opt,--arch,$(ARCH)) $(call opt,--nodes,$(NODES)) $(call opt,--run-name,$(RUN_NAME))
 
-validate: host ## validate every shipped recipe, or FILES="a.yaml b.json" with LLaMA-Factory's and DeepSpeed's own checks
-	@$(ROCMFT) validate $(or $(call qwords,$(FILES)),--all)
+# validate: FILES= first, else RECIPE= (given on the command line) or SET= validates that one recipe, else every shipped one.
+VALIDATE_WHAT = $(or $(call qwords,$(FILES)),$(if $(call from_cmdline,RECIPE)$(SET),--recipe=$(call q,$(RECIPE)) $(call opt,--set,$(SET)),--all))
+
+validate: host ## [start] validate RECIPE= with SET= (or FILES="a.yaml b.json": any LLaMA-Factory YAML or DeepSpeed JSON; neither: every shipped recipe) with LLaMA-Factory's and DeepSpeed's own checks (ARCH=)
+	@$(ROCMFT) validate $(VALIDATE_WHAT) $(call opt,--arch,$(ARCH))
