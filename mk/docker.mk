@@ -4,11 +4,11 @@
 #   make runs                      every run's status, final loss, duration; containers left behind
 .PHONY: doctor shell runs
 
-doctor: host ## check the host for GPU training in a container: devices, groups, GPUs + arch, Docker, image, disk, shm, IOMMU
+doctor: host ## [gpu] check the host for GPU training in a container: devices, groups, GPUs + arch, Docker, image, disk, shm, IOMMU
 	@$(ROCMFT) doctor $(call opt,--arch,$(ARCH))
 
-shell: host ## interactive shell in the image of ARCH with a run's devices, groups and mounts (GPUS=, IMAGE_REF=)
+shell: host ## [gpu] interactive shell in the image of ARCH with a run's devices, groups and mounts (GPUS=, IMAGE_REF=)
 	@$(ROCMFT) shell $(call opt,--arch,$(ARCH)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
 
-runs: host ## list the runs (status, final loss, duration; PRICE=: GPU-hours and cost) and containers left by a crashed launcher
+runs: host ## [train] list the runs (status, final loss, duration; PRICE=: GPU-hours and cost) and containers left by a crashed launcher
 	@$(ROCMFT) runs $(call opt,--price,$(PRICE))

@@ -22,6 +22,22 @@ def test_help_lists_every_target_with_one_line(job_env):
         assert f" {target} " in out, f"`make help` does not list {target}"
 
 
+def test_help_is_grouped_by_workflow_and_a_new_target_slots_in_by_its_tag(job_env, tmp_path):
+    """Groups in workflow order, one line per target under the group its own `## [group]` tag names; a target
+    another Makefile adds joins its group by the tag alone, one without a tag is listed under "other"."""
+    extra = tmp_path / "extra.mk"
+    extra.write_text("new-data: ## [data] a target added later (X=)\n\t@true\nuntagged: ## no tag here\n\t@true\n")
+    out = subprocess.run(["make", "-s", "-f", "Makefile", "-f", str(extra), "help"], cwd=ROOT, env=job_env,
+                         capture_output=True, text=True, timeout=60).stdout
+    headers = [line.split(":")[0] for line in out.splitlines() if line and not line.startswith(" ")]
+    assert headers == ["start", "data", "train", "try", "GPU box", "cluster", "develop", "other"], headers
+    sections = {h.split(":")[0]: body for h, body in re.findall(r"^(\S[^\n]*)\n((?:  [^\n]*\n)+)", out, re.M)}
+    assert "  new-data         a target added later (X=)" in sections["data"].splitlines()
+    assert "  untagged         no tag here" in sections["other"].splitlines()
+    assert "  train " in sections["train"] and "  chat " in sections["try"] and "  doctor " in sections["GPU box"]
+    assert "  sif " in sections["cluster"] and "[" not in "".join(line[:19] for line in out.splitlines())
+
+
 def test_list_show_and_overrides(job_env):
     out = make("list", env=job_env).stdout
     assert "llama3-8b-z3" in out and "gfx942 x8" in out
