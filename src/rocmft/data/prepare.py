@@ -89,8 +89,8 @@ def run(opts: Options) -> Summary:
             elif opts.kind == filekind.JSONL:
                 state.jsonl(fh, bar)
             else:
-                total = opts.source.stat().st_size
-                state.objects(objects(opts, fh), bar, lambda: min(fh.tell(), total))
+                total = opts.source.stat().st_size  # an array is read from `fh`; a table by pyarrow (no position)
+                state.objects(objects(opts, fh), bar, (lambda: min(fh.tell(), total)) if opts.kind == filekind.ARRAY else None)
     except BaseException:
         if writer is not None:
             writer.discard()

@@ -8,10 +8,12 @@ file (serve/private_file.py), never in argv, where every local user's `ps` would
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
 import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +23,29 @@ from ..serve.private_file import read
 def copies(train, held) -> int | None:
     """How many held-out rows are token for token a training row: what the run held out is then partly what it
     trained on (a dataset of repeated rows, or `num_samples` repeating a small one, as the demo's identity set).
-    Counted on the rows LLaMA-Factory split and tokenised, so no guess of its split can be wrong."""
+    Counted on the rows LLaMA-Factory split and tokenised, so no guess of its split can be wrong. The training
+    rows are read in batches and kept as 16-byte digests: a large set never sits in memory as token lists."""
     if train is None or held is None or "input_ids" not in getattr(held, "column_names", ()):
         return None
-    trained = {tuple(ids) for ids in train["input_ids"]}
-    return sum(tuple(ids) in trained for ids in held["input_ids"])
+
+    def digests(rows):
+        for batch in rows.iter(batch_size=1024):
+            for ids in batch["input_ids"]:
+                yield hashlib.blake2b(array("q", ids).tobytes(), digest_size=16).digest()
+
+    trained = set(digests(train))
+    return sum(d in trained for d in digests(held))
 
 
-def _loader(get_dataset, rows: int | None, found: dict[str, Any]):
-    """LLaMA-Factory's get_dataset, noting the held-out rows that are copies of training rows (`found`), with the
-    eval rows cut to the first `rows`. It has no max-predict-rows setting, and its `max_samples` cuts the raw
-    rows before the split, which would hold out other rows."""
+def _loader(get_dataset, rows: int | None, found: dict[str, Any] | None):
+    """LLaMA-Factory's get_dataset, noting the held-out rows that are copies of training rows (into `found`, when
+    given), with the eval rows cut to the first `rows`. It has no max-predict-rows setting, and its `max_samples`
+    cuts the raw rows before the split, which would hold out other rows."""
 
     def get(*args, **kwargs):
         module = get_dataset(*args, **kwargs)
         evals = module.get("eval_dataset")
-        if rows is None and hasattr(evals, "column_names"):
+        if found is not None and hasattr(evals, "column_names"):
             found.update(held_out_rows=len(evals), held_out_copies=copies(module.get("train_dataset"), evals))
         if rows is not None and evals is not None and hasattr(evals, "select") and len(evals) > rows:
             module["eval_dataset"] = evals.select(range(rows))
@@ -45,13 +54,13 @@ def _loader(get_dataset, rows: int | None, found: dict[str, Any]):
     return get
 
 
-def run_pass(args: dict[str, Any], rows: int | None, out: Path) -> dict[str, Any]:
+def run_pass(args: dict[str, Any], rows: int | None, out: Path, count_copies: bool = False) -> dict[str, Any]:
     from llamafactory.train import tuner
     from llamafactory.train.sft import workflow
 
     original = workflow.get_dataset
     found: dict[str, Any] = {}
-    workflow.get_dataset = _loader(original, rows, found)
+    workflow.get_dataset = _loader(original, rows, found if count_copies else None)
     try:
         tuner.run_exp({**args, "output_dir": str(out)})
     finally:
@@ -78,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, args in spec["passes"].items():
                 print(f"[rocmft] eval pass {name}", file=sys.stderr, flush=True)
                 rows = spec["rows"] if name.endswith(".predict") else None
-                result = run_pass(args, rows, Path(tmp) / name)
+                result = run_pass(args, rows, Path(tmp) / name, count_copies=name == "base.loss")
                 result["rows"] = len(result["predictions"]) or None  # predict passes: the rows generated for
                 result["predictions"] = result["predictions"][: spec["examples"]]
                 results[name] = result
