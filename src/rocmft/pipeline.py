@@ -37,6 +37,9 @@ class Prepared:
     messages: list[Problem] = field(default_factory=list)  # warnings and notes to show the user
     validated_in: str = ""  # where LLaMA-Factory's and DeepSpeed's checks ran ("" = not run), recorded in status.json
     start: chain.Start | None = None  # FROM=: the earlier run (or folder) this one starts from
+    # The planner's time for the training (plan.TimeEstimate: seconds, what, upper_bound), set by `rocmft train`'s
+    # plan check: RUNTIME=slurm compares its time limit with it. None when no plan ran or it gave no time.
+    planned_time: object | None = None
 
 
 def _int_option(value, name: str) -> int:

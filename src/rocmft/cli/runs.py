@@ -32,11 +32,7 @@ def _containers():
     if not rt.daemon_configured():
         return [], {}, ""
     try:
-        client = rt.connect(timeout=10)
-        # the low-level list: one request carrying name, state and labels; `containers.list` inspects each
-        # container after listing it and fails when one is removed in between (another run finishing)
-        found = [(c["Names"][0].lstrip("/"), c["State"], c["Labels"] or {}) for c in
-                 client.api.containers(all=True, filters={"label": rt.RUN_LABEL})]
+        found = rt.labelled(rt.connect(timeout=10))
     except Exception as exc:  # noqa: BLE001 - the runs table is shown without it
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [], {}, f"could not ask Docker for leftover containers: {first}"
