@@ -2,7 +2,7 @@
 # count the duplicates, register it for LLaMA-Factory in your workspace (my/data/, ignored by git; DATA_DIR= elsewhere).
 IN        ?=
 NAME      ?=
-FORMAT    ?= auto
+FORMAT    ?=
 TOKENIZER ?=
 CONVERT   ?=
 DEDUP     ?=

@@ -88,6 +88,9 @@ def run(args) -> int:
         benchmark = harness_headline(info.path)  # the last `make eval TASKS=`: first task's metric, its change
         if benchmark:
             extra.append(f"harness {benchmark}")
+        tracked = tracking_of(info.path)
+        if tracked:
+            extra.append("tracking: " + ", ".join(tracked))
         if path in active:
             extra.append(f"in container {active[path]}")
         if path in left_by_run:
@@ -120,6 +123,26 @@ def run(args) -> int:
     if note:
         print(f"note: {note}")
     return 0
+
+
+def tracking_of(run_dir) -> list[str]:
+    """Where the run's `report_to` trackers wrote: its train.yaml's trackers, each with the folder or server its
+    launch plan gave it (plan.json's environment; a server URI exported in the shell is not recorded)."""
+    import json
+
+    import yaml
+
+    from ..recipe import tracking
+
+    try:
+        report_to = (yaml.safe_load((run_dir / "train.yaml").read_text()) or {}).get("report_to")
+        env = json.loads((run_dir / "plan.json").read_text()).get("env") or {}
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return []
+    if not isinstance(env, dict):
+        return []
+    # `all`: the trackers the images carry (docker/arches.yaml), the ones rocmft points at the run dir
+    return tracking.where(tracking.names(report_to, {tracking.PACKAGES[t]: "" for t in tracking.KEPT}), env)
 
 
 def gpus_of(run_dir) -> int | None:

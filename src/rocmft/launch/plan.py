@@ -28,8 +28,9 @@ from typing import Mapping
 
 from ..hardware.arches import Arch
 from ..io.problems import Problem, ProblemReport
-from ..recipe import recipe_env
+from ..recipe import recipe_env, tracking
 from ..recipe.recipes import SECRET_ENV, Recipe
+from ..run.jobfiles import JOB_DIR
 
 DEVICE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 # The caching allocator's settings. A ROCm torch reads PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_HIP_ALLOC_CONF (ROCm
@@ -152,6 +153,11 @@ def build(
         # The node's physical cores split between its ranks (SMT siblings share a core's AVX units: no gain).
         # Cost: the ranks' data loaders and tokenizers share those cores too. A recipe's `env:` overrides it.
         env["OMP_NUM_THREADS"] = str(max(1, physical_cores // nproc))
+    # report_to's trackers write into the run's job folder (recipe/tracking.py); a recipe's `env:` still decides.
+    trackers = tracking.names(recipe.llamafactory.get("report_to"), arch.image_packages)
+    tracked, by_name = tracking.environment(trackers, f"{run_path}/{JOB_DIR}", host_env)
+    env.update(tracked)
+    secrets = (*secrets, *(n for n in by_name if n not in secrets and n not in recipe.env))
     env.update(recipe.env)
     env.update(allocator_env(arch, env))
     env.update({
