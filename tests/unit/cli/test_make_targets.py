@@ -66,3 +66,16 @@ def test_render_through_make(job_env, tmp_path):
 def test_bad_input_through_make_exits_non_zero(job_env):
     proc = make("render", "RECIPE=nope", env=job_env)
     assert proc.returncode != 0 and "unknown recipe `nope`" in proc.stderr
+
+
+def test_format_reaches_export_and_data_only_as_the_user_set_it(job_env):
+    """FORMAT is make data's (alpaca, sharegpt, ...) and make export's (gguf): both mk files declare it, and the one
+    included first wins, so a default in one reached the other (mk/data.mk's `auto` made every plain make export
+    hand over --format=auto: `error: FORMAT: unknown auto`). Each CLI keeps its own default."""
+    def argv(*args):
+        proc = subprocess.run(["make", "-n", *args], cwd=ROOT, env=job_env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout.splitlines()[-1]
+    assert "--format" not in argv("export", "RUN=r") and "--format" not in argv("data", "IN=x.jsonl", "NAME=y")
+    assert "--format=$'gguf'" in argv("export", "RUN=r", "FORMAT=gguf")
+    assert "--format=$'alpaca'" in argv("data", "IN=x.jsonl", "NAME=y", "FORMAT=alpaca")
