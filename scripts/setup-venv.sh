@@ -123,16 +123,24 @@ train_check=$!
 # file outside the project, like uv's own cache; ROCMFT_WHEEL_CACHE= moves it.
 ds="deepspeed==$(pin deepspeed)"
 ds_cache="${ROCMFT_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rocmft/wheels}/$(pin deepspeed)-torch$torch"
-cached_wheel() { local w; for w in "$ds_cache"/deepspeed-*.whl; do [[ -f $w ]] && echo "$w" && return; done; return 0; }
+# A kept wheel counts only with the sha256 recorded when it was built (<wheel>.sha256), and is installed only when it
+# still has it (issue 43, L10): the sdist it is built from is checked against the lock's hashes (pip's hash mode:
+# the lock's deepspeed line is the requirement), and uv checks no hash of a local wheel file itself.
+cached_wheel() { local w; for w in "$ds_cache"/deepspeed-*.whl; do [[ -f $w && -f $w.sha256 ]] && echo "$w" && return; done; return 0; }
 ds_wheel=$(cached_wheel)
 if [[ -z $ds_wheel ]] && mkdir -p "$ds_cache" 2>/dev/null; then
   tmp_wheels=$(mktemp -d "$ds_cache.XXXXXX")
-  if "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
-       -w "$tmp_wheels" "$ds" >/dev/null 2>&1; then
-    mv "$tmp_wheels"/deepspeed-*.whl "$ds_cache"/ || true
+  if "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation --require-hashes \
+       -w "$tmp_wheels" -r <(grep -i '^deepspeed==' "$LOCK") >/dev/null 2>&1; then
+    for w in "$tmp_wheels"/deepspeed-*.whl; do sha256sum "$w" | cut -d' ' -f1 > "$w.sha256"; done
+    mv "$tmp_wheels"/deepspeed-*.whl "$tmp_wheels"/deepspeed-*.whl.sha256 "$ds_cache"/ || true
   fi
   rm -rf "$tmp_wheels"
   ds_wheel=$(cached_wheel)
+fi
+if [[ -n $ds_wheel ]]; then
+  [[ $(sha256sum "$ds_wheel" | cut -d' ' -f1) == "$(cat "$ds_wheel.sha256")" ]] \
+    || { wait "$train_check"; die "$ds_wheel is not the wheel built here (its sha256 differs from the one recorded then): delete $ds_cache and run make setup again"; }
 fi
 uv_install --no-build-isolation "${ds_wheel:-$ds}" || { wait "$train_check"; exit 1; }
 stack_check extras &

@@ -3,8 +3,10 @@
 # so anything pip was told (a wheel folder) is passed to it explicitly here.
 VENV=${VENV:-.venv}
 PY=${PYTHON:-python3}
+# Every pin carries the sha256 of each of its files on PyPI (scripts/lock_hashes.py; torch, from PyTorch's CPU
+# index, has none): uv checks every file it installs against them, constraints included (issue 43, L10).
 LOCK=requirements/lock.txt
-pin() { sed -n "s/^$1==//Ip" "$LOCK" | head -1; }
+pin() { sed -n "s/^$1==\([^ ]*\).*/\1/Ip" "$LOCK" | head -1; }
 
 die() { echo "error: $*" >&2; exit 1; }
 

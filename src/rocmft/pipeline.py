@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+from . import plan as planner
 from .hardware import arches
 from .io import paths
 from .io.problems import Problem, ProblemReport, raise_if_errors
 from .launch import plan as launch_plan
 from .launch.prepared import build_plan, commit  # noqa: F401  (re-exported: every caller of prepare)
-from .recipe import recipe_env, recipes, render, tracking
-from .run import chain, layout, run_trust, runs
+from .recipe import hub_push, recipe_env, recipes, render, tracking
+from .run import chain, layout, pick, run_trust, runs
+from .run import resume as resuming  # `resume` is prepare's RESUME= spec
 from .run.jobfiles import JOB_DIR
 
 if TYPE_CHECKING:
@@ -38,6 +40,9 @@ class Prepared:
     messages: list[Problem] = field(default_factory=list)  # warnings and notes to show the user
     validated_in: str = ""  # where LLaMA-Factory's and DeepSpeed's checks ran ("" = not run), recorded in status.json
     start: chain.Start | None = None  # FROM=: the earlier run (or folder) this one starts from
+    made_by: str = "train"  # the command that makes its run dir (runs.MADE_BY): only a training is `last`
+    options: dict[str, str] = field(default_factory=dict)  # make's variables beyond the recipe (RUNTIME=, GPUS=):
+    # with RECIPE= and RESUME= they make the line that continues the run (launch/outcome.py)
     # The planner's time for the training (plan.TimeEstimate: seconds, what, upper_bound), set by `rocmft train`'s
     # plan check: RUNTIME=slurm compares its time limit with it. None when no plan ran or it gave no time.
     planned_time: object | None = None
@@ -70,6 +75,7 @@ def prepare(
     job: bool = False,
     remember: bool = True,
     mounted: Callable[[arches.Arch], bool] | None = None,
+    made_by: str = "train",
 ) -> Prepared:
     """`validate_in(arch)` says where the stack checks run (`validate.where`); default: here or the arch's image.
     `need_model`: a job will load the model, so a Hub id must be in the HF cache or downloadable by it
@@ -89,23 +95,28 @@ def prepare(
     if explicit:
         overrides.append(f"gpus_per_node={len(explicit)}")  # GPUS=2,3 means two processes
     recipe = recipes.load(recipe_spec, overrides)
+    resumed, carried, early = _resuming(resume, recipe, overrides) if resume else (None, [], [])
+    if carried:
+        recipe = recipes.load(recipe_spec, carried + overrides)
     start = None
-    start_from = start_from or (chain.resumed_source(resume, recipe.name) if resume else None)
+    start_from = start_from or (resuming.started_from(resumed) if resumed else None)
     if start_from:  # the earlier run's model (and adapter, and template) replace the recipe's
         start = chain.resolve(start_from, recipe)
-        recipe = recipes.load(recipe_spec, overrides + start.overrides)
+        recipe = recipes.load(recipe_spec, carried + overrides + start.overrides)
     arch_info = arches.get(recipe.arch, file=recipe.path)
     selected = explicit or (launch_plan.devices_from_env(env) if arch_info.is_gpu else None)
-    resume_from, skipped, resumed_notes = None, [], []
-    if resume:
-        checkpoint, skipped = runs.resume_checkpoint(resume, recipe.name)
+    resume_from = None
+    if resumed:
+        checkpoint, skipped = resuming.checkpoint(resumed)
         resume_from = runs.relative(checkpoint)
-        resumed_notes = run_trust.foreign_notes(checkpoint.parents[1], "RESUME")  # run/output/checkpoint-N
-    # A world size other than the recipe file's (GPUS=, NODES=, SET=gpus_per_node) changes its global batch;
-    # a checkpoint written by another number of DeepSpeed ranks does not load.
-    written = recipes.load(recipe_spec)
-    early = skipped + layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
-    early += layout.resume_problems(recipe, resume_from, paths.root()) + resumed_notes
+        early += skipped + resuming.past_end(checkpoint, recipe) + run_trust.foreign_notes(resumed, "RESUME")
+    # A world size other than the recipe file's (a resumed run's: the one it was interrupted with; GPUS=, NODES=,
+    # SET=gpus_per_node) changes its global batch; a checkpoint written by another number of DeepSpeed ranks
+    # does not load.
+    written = recipes.load(recipe_spec, carried)
+    early += layout.batch_problems(recipe, written, layout.user_batch_overrides(overrides))
+    early += layout.resume_problems(recipe, resume_from, paths.root())
+    early += planner.recipe_errors(recipe)  # what the planner knows to be wrong stops here, not in the job
     if job:
         early += _job_trust(recipe, env)
     run_dir = runs.choose(recipe.name, run_name)
@@ -128,6 +139,8 @@ def prepare(
             from .validate import where
 
             place = (validate_in or where.auto)(arch_info)
+            if place.kind != "venv" and any(p.severity == "error" for p in early):
+                raise ProblemReport(list(rendered.warnings))  # no container for a run known to be wrong (+ early)
             kept, cached = _validate(recipe, rendered, run_path, place, remember=remember)
             messages += kept
             if place.kind != "none":
@@ -138,14 +151,24 @@ def prepare(
         raise ProblemReport(early + report.problems) from None
     messages = raise_if_errors(messages) + _first_run_notes(rendered) + (start.notes if start else [])
     return Prepared(recipe, arch_info, rendered, run_dir, run_path, selected, resume_from, messages, validated_in,
-                    start)
+                    start, made_by)
+
+
+def _resuming(spec: str, recipe: recipes.Recipe, overrides: list[str]) -> tuple[Path, list[str], list[Problem]]:
+    """RESUME=: (the interrupted run, the overrides that give this run its recipe but for the keys given again,
+    which run `last` is and what differs from it)."""
+    resumed, notes = pick.pick(spec, key="RESUME", recipe=recipe.name)
+    raise_if_errors(notes + resuming.recipe_problems(resumed, recipe.name))
+    carried, said = resuming.carried(resumed, recipe, overrides)
+    return resumed, carried, notes + said
 
 
 def _job_trust(recipe: recipes.Recipe, env: Mapping[str, str]) -> list[Problem]:
     file = runs.relative(Path(recipe.path))
     exported = [n for n in (*recipes.SECRET_ENV, *recipe.secrets) if env.get(n)]
     return (run_trust.recipe_remote_code(file, recipe.llamafactory, env)
-            + recipe_env.problems(file, recipe.env, env, exported))
+            + recipe_env.problems(file, recipe.env, env, exported)
+            + hub_push.problems(file, recipe.llamafactory, env))
 
 
 def _model_key(recipe: recipes.Recipe) -> tuple[str, str]:

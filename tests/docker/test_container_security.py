@@ -206,3 +206,97 @@ def test_gpu_containers_keep_dockers_seccomp_profile_with_the_numa_calls(client,
     numa = dataclasses.replace(cpu, cap_add=gfx.cap_add)
     assert _mempolicy_probe(client, numa) == "get_mempolicy 0 ok"
     assert "security_opt" not in rt.sdk_kwargs(numa, {})
+
+
+# N1 (issue 43): a recipe's cache variable could name a cache root itself (`<checkout>/.cache`, HF_HOME), reach
+# elsewhere through a link planted inside one, and an input could be ~/.cache (HF_HOME, the token included). Docker
+# mounted each: the container read the Hub token and wrote where the host loads compiled code from. Each attack
+# goes the whole way `make train RUNTIME=docker` goes (the recipe's mounts judged before validation, the
+# container spec, its mount check), then, if nothing refused it, runs in a real container with that spec.
+ROOT_PLANT = r"""
+for token in "$@"; do cat "$token" 2>/dev/null && echo " <- token read"; done
+for key in MIOPEN_USER_DB_PATH TRITON_CACHE_DIR; do
+  eval dir=\$$key
+  [ -n "$dir" ] && touch "$dir/rocmft-i43-planted" 2>/dev/null && echo "planted in $dir"
+done
+true
+"""
+
+
+@pytest.mark.parametrize("attack", ["the checkout's .cache", "HF_HOME", "a link in an image's cache root",
+                                    "an input under ~/.cache"])
+def test_a_recipe_never_mounts_a_cache_root_a_link_or_the_token(attack, client, tmp_path, monkeypatch):  # noqa: F811
+    import dataclasses
+
+    from rocmft.io.problems import ProblemReport
+
+    home = tmp_path / "home"
+    hf = home / ".cache" / "huggingface"  # the default HF_HOME, where `hf auth login` leaves the token
+    hf.mkdir(parents=True)
+    (hf / "token").write_text("hf_token_of_the_host")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    # in another image's cache root (this container's own root is mounted whole: a link there is its own business)
+    link = ROOT / ".cache" / "containers" / "i43-other-image" / f"link-{os.getpid()}"
+    for name, value in (("HOME", str(home)), ("HF_HOME", str(hf)), ("ROCMFT_RUNS", str(tmp_path / "runs"))):
+        monkeypatch.setenv(name, value)
+    overrides = {"the checkout's .cache": [f"env.MIOPEN_USER_DB_PATH={ROOT / '.cache'}"],
+                 "HF_HOME": [f"env.TRITON_CACHE_DIR={hf}"],
+                 "a link in an image's cache root": [f"env.TRITON_CACHE_DIR={link}"],
+                 "an input under ~/.cache": [f"model_name_or_path={hf}"]}[attack]
+    if attack == "a link in an image's cache root":
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(victim)
+    planted = [ROOT / ".cache" / "rocmft-i43-planted", hf / "rocmft-i43-planted", victim / "rocmft-i43-planted"]
+    try:
+        try:
+            prep = pipeline.prepare("tiny-cpu", overrides, run_name="mounts", validate=False, env=dict(os.environ),
+                                    mounted=lambda arch: True)
+            plan = pipeline.build_plan(prep, python="python", env=dict(os.environ))
+            spec = rt.container_spec(plan, A["cpu"], host.gather(tools=False), image=A["cpu"].base_image,
+                                     args=prep.rendered.args)
+            refused = rt.check_mounts(spec)
+        except ProblemReport as report:
+            refused = report.problems
+        if not refused:  # the hole: what the container can do with these mounts
+            runs.create(prep.run_dir)
+            assert not rt.create_cache_dirs(spec)
+            code, out = run_probe(client, dataclasses.replace(spec, image=A["cpu"].base_image),
+                                  ["sh", "-c", ROOT_PLANT, "plant", str(hf / "token"), f"{hf}/token"])
+            leaked = [p for p in planted if p.exists()]
+            pytest.fail(f"{attack}: mounted; in the container: {out.strip()!r}; planted on the host: {leaked}")
+        [line] = [p.line() for p in refused]
+        why = {"the checkout's .cache": "it is a cache root or holds one", "HF_HOME": "outside the caches a job may write",
+               "a link in an image's cache root": f"{link} is a symbolic link",
+               "an input under ~/.cache": "is in ~/.cache, where HF_HOME keeps the Hub token"}[attack]
+        assert "is not mounted into a job: " in line and why in line, line
+        print(line)
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
+        if link.is_symlink():
+            link.unlink()
+            link.parent.rmdir()
+
+
+BASHRC_PLANT = 'printf "%s\\n" "echo \\"\\$HF_TOKEN\\" > $1/bashrc-ran" >> "$HOME/.bashrc" && echo "planted in $HOME"'
+
+
+def test_a_training_containers_home_never_reaches_the_next_make_shell(client, cpu_image, tmp_path, monkeypatch):  # noqa: F811
+    """N11 (issue 43): every container shared one writable HOME (.cache/container-home), so what a training job's
+    code wrote in its ~/.bashrc ran in the user's next `make shell`, with HF_TOKEN, writing the run dirs. The job
+    plants it from a real training container; then the real `rocmft shell` runs an interactive bash."""
+    import subprocess
+
+    from tests.conftest import PYTHON, offline_env
+
+    spec, run_dir = training_spec(tmp_path, monkeypatch)
+    runs_dir = run_dir.parent
+    code, out = run_probe(client, spec, ["sh", "-c", BASHRC_PLANT, "plant", str(runs_dir)])
+    assert code == 0, out
+    env = offline_env(tmp_path, ROCMFT_RUNS=str(runs_dir), HF_TOKEN="hf_token_for_the_shell")
+    shell = subprocess.run([PYTHON, "-m", "rocmft.cli.main", "shell", "--arch", "cpu", "--", "bash", "-ic", "true"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    ran = runs_dir / "bashrc-ran"
+    assert not ran.exists(), f"the training job's ~/.bashrc ran in make shell: {ran.read_text().strip()!r} ({out.strip()})"

@@ -197,7 +197,7 @@ def test_kernel_stage_is_cached_after_a_pin_bump_read_from_the_build_output(clie
         text = lock.read_text()
         # A pin the image never installs (a dev tool), so the offline rebuild still resolves; a new value each
         # run, so no earlier run's layers can answer for it.
-        bumped = re.sub(r"^(pytest==)(\S+)$", rf"\g<1>0.0.{int(time.time())}", text, count=1, flags=re.M)
+        bumped = re.sub(r"^(pytest==)(\S+)", rf"\g<1>0.0.{int(time.time())}", text, count=1, flags=re.M)
         assert bumped != text, "no pytest pin in lock.txt to bump"
         lock.write_text(bumped)
         again, again_s = build_once("rebuild")
@@ -277,3 +277,18 @@ def test_a_failed_kernel_stage_ends_with_its_own_lines_and_the_log(client, tmp_p
     problem = build.failure_report(result, plan, "make wheelhouse ARCH=gfx942").problems[0]
     assert problem.key.endswith("(stage kernels)") and problem.suggestion == f"full log: {tmp_path / 'fails.log'}"
     assert "No module named 'torch'" in (tmp_path / "fails.log").read_text()
+
+
+def test_a_base_image_pinned_by_digest_is_refused_when_the_local_one_is_another(client, tmp_path):
+    """L10 (issue 43): the arch table pinned base images by tag only, so whatever the tag named on the build host
+    went into the image. With `base_image_digest`, `make image` checks the local base (the real CPU base on the
+    real daemon) before building: another image under the tag is refused in one line, the pinned one passes."""
+    from rocmft.image import docker_api as api
+
+    base = arches.table()["cpu"].base_image
+    real = client.images.get(base).id
+    assert api.base_digest_problems(client, base, real, arch="cpu") == []
+    [problem] = api.base_digest_problems(client, base, "sha256:" + "0" * 64, arch="cpu")
+    assert problem.key == "arches.cpu.base_image_digest" and f"is {real}, not the pinned sha256:{'0' * 64}" in problem.message
+    [missing] = api.base_digest_problems(client, "rocmft-no-such-base:x", real, arch="cpu")
+    assert "not present locally to be checked" in missing.message

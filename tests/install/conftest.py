@@ -27,7 +27,7 @@ from tests.conftest import ROOT
 def lock_pin(name: str) -> str:
     for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines():
         if line.lower().startswith(f"{name}=="):
-            return line.split("==", 1)[1]
+            return line.split("==", 1)[1].split()[0]  # before its `--hash=...` options
     raise AssertionError(f"{name} is not pinned in requirements/lock.txt")
 
 

@@ -102,3 +102,50 @@ def test_light_host_builds_image_plans_and_plans_without_torch(light_host):
     assert "No module named 'torch'" in imports["torch"].stderr
     for heavy in ("llamafactory", "deepspeed", "transformers"):
         assert imports[heavy].returncode != 0, heavy
+
+
+def _planted_wheel(folder, name: str, version: str):
+    """A wheel of a locked package, as a compromised index or mirror would serve it: valid, installable, not the
+    file PyPI has (its module says so)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {f"{name}/__init__.py": b"PLANTED = True\n",
+             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{name}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+                     f"{len(data)}\n" for path, data in files.items()) + f"{name}-{version}.dist-info/RECORD,,\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, data in {**files, f"{name}-{version}.dist-info/RECORD": record.encode()}.items():
+            z.writestr(path, data)
+    return wheel
+
+
+def test_a_package_file_that_is_not_the_locked_one_is_never_installed(tmp_path):
+    """L10 (issue 43): the lock held versions, no hashes, so whatever file an index served under a locked version
+    was installed. An index on 127.0.0.1, first in uv's order (UV_EXTRA_INDEX_URL), serves a planted mdurl 0.1.2
+    (a dependency of rich, in every light host); the light host is set up in a fresh copy, pip's configuration hidden."""
+    import functools
+    import http.server
+    import threading
+
+    from tests.install.conftest import _Quiet, lock_pin
+
+    clone = fresh_copy(tmp_path / "clone")
+    index = tmp_path / "index" / "simple"
+    wheel = _planted_wheel(index / "mdurl", "mdurl", lock_pin("mdurl"))
+    (index / "mdurl" / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(index.parent)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        proc = subprocess.run(["bash", "scripts/host-venv.sh"], cwd=clone, capture_output=True, text=True, timeout=900,
+                              env=stock_env(UV_EXTRA_INDEX_URL=f"http://127.0.0.1:{server.server_address[1]}/simple"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    planted = probe(clone, "import mdurl; print(getattr(mdurl, 'PLANTED', False))")
+    assert planted.stdout.strip() != "True", f"the planted mdurl was installed (setup exit {proc.returncode})"
+    assert proc.returncode != 0 and "mdurl" in proc.stderr and "hash" in proc.stderr.lower(), proc.stderr[-2000:]

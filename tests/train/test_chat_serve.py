@@ -15,6 +15,7 @@ greedy (SET=do_sample=false), so what a random-ish tiny model says is the same o
 
 from __future__ import annotations
 
+import http.server
 import os
 import queue
 import shutil
@@ -300,3 +301,40 @@ def test_without_rocmft_api_key_a_key_is_generated_and_a_web_page_cannot_use_the
     assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
     server.stop(signal.SIGTERM)
     assert_nothing_left(server, port)
+
+
+class _Squatter(http.server.BaseHTTPRequestHandler):
+    """A program that took the port while the model loads: keeps every request line and header it is sent."""
+    seen: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        _Squatter.seen.append(f"{self.requestline}\n{self.headers}")
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_program_that_takes_the_port_while_the_model_loads_never_gets_the_key(env, run, process_mark):
+    """N4 (issue 43): the readiness probe asked `/v1/models` with the API key, so whatever took the port between the
+    launcher's check and the server's bind was sent the key, every half second. The real `rocmft serve` with the key
+    exported; once it says it is loading, a program binds its port (as uvicorn would, SO_REUSEADDR) and records."""
+    port = free_port()
+    server = Server([PYTHON, "-m", "rocmft.cli.main", "serve", str(run), "--port", str(port)],
+                    process_mark.env({**env, "ROCMFT_API_KEY": KEY}))
+    server.wait_for("loading ")
+    squatter = http.server.HTTPServer(("127.0.0.1", port), _Squatter)
+    threading.Thread(target=squatter.serve_forever, daemon=True).start()
+    try:
+        wait_until(lambda: len(_Squatter.seen) >= 2 or server.proc.poll() is not None, timeout=240,
+                   what="the launcher's readiness probes reaching the program on its port")
+        code = server.proc.wait(timeout=240)  # the real server cannot bind the taken port: it exits, and so does serve
+    finally:
+        squatter.shutdown()
+        squatter.server_close()
+        seen, _Squatter.seen = list(_Squatter.seen), []
+    assert seen, "no probe reached the port"
+    assert not any(KEY in request for request in seen), f"the key went to the program on the port: {seen[0]}"
+    assert code != 0 and not any("Ctrl-C stops it" in line for line in server.lines)

@@ -49,7 +49,12 @@ def sft(env, trained_run) -> Path:
 
 
 def test_sft_then_dpo_from_its_adapter_then_chat(env, sft):
+    # a canary between them trains newer runs of tiny-cpu (issue 42: FROM=last took its 4-step reference adapter)
+    canary = subprocess.run(["make", "-s", "canary", "RECIPE=tiny-cpu"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=900)
+    assert canary.returncode == 0 and ": agrees" in canary.stdout, canary.stdout + canary.stderr[-3000:]
     proc, run = train(env, "tiny-cpu-dpo", "dpo", "--from", "last")
+    assert f"note: FROM: last = {sft} (tiny-cpu sft, succeeded, " in proc.stderr  # said before it trains
     args = yaml.safe_load((run / "train.yaml").read_text())
     assert args["adapter_name_or_path"] == f"{sft}/output" and args["create_new_adapter"] is True
     assert json.loads((run / "status.json").read_text())["started_from"] == f"{sft} (adapter)"

@@ -54,9 +54,9 @@ class StopOnSignalCallback(TrainerCallback):
         if self.received is None:
             self.received = name
             if self._zero:
-                print(f"[rocmft] {name}: finishing this optimizer step, then saving a checkpoint", flush=True)
+                print(f"{events.SIGNAL_LINE}{name}: finishing this optimizer step, then saving a checkpoint", flush=True)
         elif self._zero:
-            print(f"[rocmft] {name} again: still stopping; the checkpoint is being written", flush=True)
+            print(f"{events.SIGNAL_LINE}{name} again: still stopping; the checkpoint is being written", flush=True)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._zero = _rank0(state)
@@ -81,7 +81,7 @@ class StopOnSignalCallback(TrainerCallback):
                 fh.write(events.encode({"event": "stop", "time": time.time(), "step": int(state.global_step),
                                         "max_steps": int(state.max_steps or 0), "signal": signame,
                                         "checkpoint": checkpoint}))
-            print(f"[rocmft] stopped by {signame} at step {state.global_step}/{state.max_steps}: "
+            print(f"{events.SIGNAL_LINE}stopped by {signame} at step {state.global_step}/{state.max_steps}: "
                   f"{Path(args.output_dir) / checkpoint} saved", flush=True)
         raise Stopped(signame, int(state.global_step), checkpoint)
 

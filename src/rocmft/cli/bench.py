@@ -14,7 +14,7 @@ from ..io import hostio
 from ..io.problems import Problem, ProblemReport
 from ..launch import tuning
 from ..recipe import recipes
-from ..run import runs
+from ..run import pick, runs
 from ..run.jobfiles import METRICS
 from . import train
 from .common import overrides, warn
@@ -108,7 +108,7 @@ def _append(prep: pipeline.Prepared, run_dir: Path, result, results: Path, recor
 
 
 def _record(args, results: Path) -> int:
-    run_dir = runs.find(args.recipe)
+    run_dir = pick.find(args.recipe)
     record = bench.read_record(run_dir)
     if record.get("recorded_in"):
         raise ProblemReport([Problem(str(run_dir), "", f"already recorded in {record['recorded_in']}",
@@ -139,7 +139,8 @@ def run(args) -> int:
         raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{args.runtime}`", f"one of: {', '.join(train.RUNTIMES)}")])
     prep = pipeline.prepare(args.recipe, bench.bench_overrides(user, steps, draft.llamafactory), arch=args.arch,
                             nodes=args.nodes, gpus=args.gpus, run_name=run_name,
-                            validate_in=where.for_runtime(args.runtime, args), need_model=args.runtime != "k8s", job=True)
+                            validate_in=where.for_runtime(args.runtime, args), need_model=args.runtime != "k8s", job=True,
+                            made_by="bench")
     warn(prep.messages)
     if steps <= bench.WARMUP_STEPS:
         print(f"note: STEPS={steps}: the first {max(steps - 1, 0)} step(s) are left out as warmup, so "

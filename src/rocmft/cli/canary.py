@@ -49,7 +49,7 @@ def prepare(args, recipe: recipes.Recipe, tested: canary.Numerics, numerics: can
     gpus = args.gpus or ("0" if arches.get(recipe.arch).is_gpu else None)  # one GPU of the arch
     return pipeline.prepare(args.recipe, overrides(args) + canary.overrides(recipe, numerics, model, steps=steps),
                             arch=args.arch, gpus=gpus, run_name=run_name, validate=validate,
-                            validate_in=where.for_runtime(args.runtime, args))
+                            validate_in=where.for_runtime(args.runtime, args), made_by="canary")
 
 
 def _image(recipe: recipes.Recipe):

@@ -77,6 +77,8 @@ def job(s, built, spec_file: str):
 
 def harness_plan_for(args, env=None):
     """--tasks: every check of the command line, all problems at once; nothing starts. -> (session, HarnessPlan)."""
+    import os
+
     import yaml
 
     from ..evaluate import harness_plan
@@ -101,7 +103,8 @@ def harness_plan_for(args, env=None):
     except ProblemReport as report:
         problems += report.problems
     if s is not None and chosen is not None:
-        problems += harness_plan.where_problems(s.target, chosen, s.runtime)
+        problems += harness_plan.where_problems(s.target, chosen, s.runtime, paths.root(),
+                                                os.environ if env is None else env)
     if s is None or chosen is None or problems:
         raise ProblemReport(problems)
     train = yaml.safe_load((s.target.run_dir / "train.yaml").read_text()) or {}
@@ -153,9 +156,11 @@ def _run_job(s, plan, image: str | None, verbose: bool, what: str) -> tuple[int,
     messages = list(s.messages)
     if s.runtime == "local":
         messages += raise_if_errors(local.check(plan, s.arch))
+    from ..io.safe_text import for_terminal
+
     for problem in messages:
         print(problem.line(), file=sys.stderr)
-    print(f"[rocmft] eval {s.target.name}: {what} ({s.runtime})", file=sys.stderr, flush=True)
+    print(for_terminal(f"[rocmft] eval {s.target.name}: {what} ({s.runtime})"), file=sys.stderr, flush=True)
     if s.runtime == "local":
         return _local(plan, s.arch, verbose)
     from ..serve import docker
@@ -167,8 +172,10 @@ def _run_job(s, plan, image: str | None, verbose: bool, what: str) -> tuple[int,
 def _failed(code: int, tail: list[str]) -> int:
     import sys
 
-    for line in tail:
-        print(line, file=sys.stderr)
+    from ..io.safe_text import for_terminal
+
+    for line in tail:  # the job's log: library lines quoting a task's names, a model's strings
+        print(for_terminal(line), file=sys.stderr)
     print(f"[rocmft] eval FAILED (exit code {code}): the lines above are the end of its log", file=sys.stderr)
     return code
 
@@ -184,6 +191,7 @@ def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
     import sys
 
     from ..evaluate import report
+    from ..io.safe_text import for_terminal
 
     code, out, tail = _run_job(s, plan, image, verbose,
                                f"base {built.passes['base.loss']['model_name_or_path']} vs {s.target.what}, "
@@ -200,7 +208,7 @@ def _evaluate(s, built, plan, image: str | None, verbose: bool) -> int:
         return 1
     json_path, md_path = report.write(s.target.run_dir, result)
     for line in report.terminal(result):
-        print(line)
+        print(for_terminal(line))
     print(f"[rocmft] wrote {json_path} and {md_path}")
     return 0
 
@@ -210,6 +218,7 @@ def _harness(s, built, plan, image: str | None, verbose: bool) -> int:
 
     from ..evaluate import harness_report, report
     from ..io.problems import EXIT_INVALID
+    from ..io.safe_text import for_terminal, one_line
 
     code, out, tail = _run_job(s, plan, image, verbose,
                                f"lm-evaluation-harness {built.task_list}, base {built.sides['base']['model']} "
@@ -219,8 +228,8 @@ def _harness(s, built, plan, image: str | None, verbose: bool) -> int:
     except (ValueError, RecursionError):
         answer = None
     if isinstance(answer, dict) and isinstance(answer.get("problems"), list):  # the job's refusal, one line each
-        for line in answer["problems"]:
-            print(f"error: {line}", file=sys.stderr)
+        for line in answer["problems"]:  # they quote the task files' names: escaped, each on its one line
+            print(one_line(f"error: {line}"), file=sys.stderr)
         return EXIT_INVALID
     if code != 0:
         return _failed(code, tail)
@@ -233,8 +242,8 @@ def _harness(s, built, plan, image: str | None, verbose: bool) -> int:
               file=sys.stderr)
         return 1
     json_path, md_path = report.write(s.target.run_dir, harness=section)
-    for line in harness_report.terminal(section):
-        print(line)
+    for line in harness_report.terminal(section):  # task names come from the task files (issue 43, L6)
+        print(for_terminal(line))
     print(f"[rocmft] wrote {json_path} and {md_path}")
     return 0
 

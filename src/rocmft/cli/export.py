@@ -13,7 +13,7 @@ import yaml
 
 from ..io import hostio, paths
 from ..io.problems import Problem, ProblemReport, raise_if_errors
-from ..run import chain, run_trust, runs
+from ..run import chain, pick, run_trust, runs
 
 HELP = ("merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged; "
         "--format gguf: + llama.cpp's GGUF and an Ollama Modelfile -> <run>/gguf-<outtype>")
@@ -47,8 +47,14 @@ def run(args) -> int:
         return _gguf(args, fmt)
     if args.outtype:
         raise ProblemReport([Problem("", "OUTTYPE", "is for FORMAT=gguf", "make export RUN=... FORMAT=gguf OUTTYPE=f16")])
-    run_dir = runs.find(args.run)
+    run_dir, picked = pick.pick(args.run, key="RUN")
+    _say(picked)
     return merge(run_dir, yaml.safe_load((run_dir / "train.yaml").read_text()))
+
+
+def _say(picked) -> None:
+    for note in picked:  # which run `last` is, before anything is read from it
+        print(note.line(), file=sys.stderr)
 
 
 def _gguf(args, fmt: str) -> int:
@@ -57,7 +63,9 @@ def _gguf(args, fmt: str) -> int:
     if fmt not in gguf.FORMATS:
         raise ProblemReport([Problem("", "FORMAT", f"unknown `{fmt}`",
                                      f"{', '.join(gguf.FORMATS)}, or none for the merged safetensors")])
-    plan = gguf.plan(source.load(args.run), args.outtype)
+    run = source.load(args.run)
+    _say(run.picked)
+    plan = gguf.plan(run, args.outtype)
     run_dir, run_path, train = plan.run.run_dir, plan.run.run_path, plan.run.train
     if plan.merge_first:
         code = merge(run_dir, train)

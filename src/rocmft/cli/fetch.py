@@ -97,6 +97,7 @@ def run(args) -> int:
     if runtime not in ("local", "docker"):
         raise ProblemReport([Problem("", "RUNTIME", f"unknown runtime `{runtime}` for fetch", "local or docker")])
     found, notes, arch_name = _what(args)
+    raise_if_errors(fetch.task_file_problems(found, paths.root(), os.environ))
     for note in notes:
         print(note)
     if not found:

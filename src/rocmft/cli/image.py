@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..hardware import arches
 from ..io import paths
-from ..io.problems import Problem, ProblemReport, did_you_mean
+from ..io.problems import Problem, ProblemReport, did_you_mean, raise_if_errors
 
 NAME = "image"
 HELP = "build the training image for ARCH (one Dockerfile, build args from docker/arches.yaml); --dry-run prints the plan"
@@ -80,6 +80,7 @@ def run(args) -> int:
     if args.offline:
         wheelhouse.check(wheelhouse.for_arch(arch, versions, folder, flash_attn=args.flash_attn), make_hint=make_hint)
     client = docker_api.connect()
+    raise_if_errors(docker_api.base_digest_problems(client, plan.base_image, arch.base_image_digest, arch=arch.name))
     if not docker_api.require_base(client, plan.base_image, offline=args.offline, arch=arch.name):
         print(f"note: base image {plan.base_image} is not present locally: the daemon will pull it (several GB)")
     else:

@@ -23,7 +23,10 @@ def run(args) -> int:
     from ..publish import hub, source
 
     env = os.environ
-    plan = hub.plan(source.load(args.run), args.repo, args.what, not args.public, env, args.dry_run)
+    run = source.load(args.run)
+    for note in run.picked:  # which run `last` is, before anything is read from it
+        print(note.line(), file=sys.stderr)
+    plan = hub.plan(run, args.repo, args.what, not args.public, env, args.dry_run)
     if plan.endpoint != hub.DEFAULT_ENDPOINT:
         print(f"[rocmft] note: HF_ENDPOINT is {plan.endpoint}: the token goes there, not to huggingface.co",
               file=sys.stderr)

@@ -36,7 +36,7 @@ def summary(prep: pipeline.Prepared) -> list[str]:
 
 def run(args) -> int:
     prep = pipeline.prepare(args.recipe, overrides(args), arch=args.arch, nodes=args.nodes,
-                            run_name=args.run_name, validate=not args.no_validate)
+                            run_name=args.run_name, validate=not args.no_validate, made_by="render")
     warn(prep.messages)
     run_dir = pipeline.commit(prep)
     for line in summary(prep):

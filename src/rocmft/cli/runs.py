@@ -1,5 +1,7 @@
 """`rocmft runs`: every run with its stage, status, steps, final loss, tokens/s per GPU and duration (from the
-runs' progress events), its attempts (Slurm requeues) and torchrun restarts; containers a crashed launcher left."""
+runs' progress events), its attempts (Slurm requeues) and torchrun restarts; containers a crashed launcher left.
+A canary's or a bench's run is marked as such; dry runs and renders (nothing ran) are counted, not listed, unless
+`--state rendered` asks for them."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ HELP = "list the runs (stage, status, steps, final loss, tokens/s per GPU, durat
 
 def add_arguments(parser) -> None:
     parser.add_argument("--last", type=int, default=0, help="only the newest N runs")
+    parser.add_argument("--state", default=None,
+                        help="only runs in these states, comma-separated (STATE=failed,interrupted; rendered: dry runs "
+                             "and renders)")
     parser.add_argument("--price", default=None,
                         help="USD per GPU-hour: add each run's measured GPU-hours and cost (make runs PRICE=)")
 
@@ -52,6 +57,24 @@ def _attempts_note(status: dict) -> list[str]:
     return note
 
 
+KINDS = {"canary": "canary run", "bench": "bench run", "dry-run": "dry run: nothing ran",
+         "render": "render: nothing ran"}
+
+
+def _states(text: str | None) -> set[str] | None:
+    from ..io.problems import Problem, ProblemReport
+    from ..run import runs
+
+    if not text:
+        return None
+    asked = {s.strip() for s in text.split(",") if s.strip()}
+    unknown = sorted(asked - set(runs.STATES))
+    if unknown:
+        raise ProblemReport([Problem("", "STATE", f"unknown state{'s' if len(unknown) > 1 else ''} "
+                                     f"{', '.join(unknown)}", f"one or more of: {','.join(runs.STATES)}")])
+    return asked
+
+
 def run(args) -> int:
     from ..evaluate.report import harness_headline, tuned_loss
     from ..io.safe_text import one_line
@@ -59,8 +82,10 @@ def run(args) -> int:
     from ..run import runs
 
     price = cost.parse_price(getattr(args, "price", None))
-
+    wanted = _states(getattr(args, "state", None))
     infos = runs.all_runs()
+    unlisted = [i for i in infos if i.state == "rendered"] if wanted is None else []
+    infos = [i for i in infos if (i.state in wanted if wanted is not None else i.state != "rendered")]
     if args.last:
         infos = infos[-args.last:]
     left, active, note = _containers()
@@ -71,9 +96,11 @@ def run(args) -> int:
         status = runs.read_status(info.path)
         state = info.state.upper() if info.state in ("diverged", "failed") else info.state
         path = str(info.path.resolve())
-        extra = []
+        extra = [KINDS[info.made_by]] if info.made_by in KINDS else []
         if info.state == "diverged":
             extra.append(f"{status.get('cause', '?')}; last good: {status.get('last_good_checkpoint') or 'none'}")
+        elif info.state == "failed" and status.get("reason"):
+            extra.append(str(status["reason"]))
         elif info.state == "failed" and info.exit_code is not None:
             extra.append(f"exit {info.exit_code}")
         elif info.state == "interrupted" and status.get("signal"):
@@ -108,12 +135,16 @@ def run(args) -> int:
         # every cell one line of text: the recipe, stage, state and notes come from files the job can write
         rows.append(tuple(one_line(cell) for cell in (*row, "; ".join(str(e) for e in extra))))
     if len(rows) == 1:
-        print("no runs yet: `make demo` trains the tiny model, `make train RECIPE=...` a recipe")
+        print(f"no {'runs in state ' + ','.join(sorted(wanted)) if wanted else 'runs'} yet: `make demo` trains the "
+              "tiny model, `make train RECIPE=...` a recipe")
     else:
         shown = len(rows[0]) - 1  # the note is left unpadded, last
         widths = [max(len(r[i]) for r in rows) for i in range(shown)]
         for r in rows:
             print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r[:shown])) + ("  " + r[shown] if r[shown] else ""))
+    if unlisted:
+        print(f"({len(unlisted)} dry run(s) and render(s) not listed: nothing ran in them; `make runs STATE=rendered` "
+              "lists them, `make rm-run RUN=<name>` removes one)")
     if left:
         print()
         print("Containers left by a crashed launcher (remove them; a running one still holds its GPUs):")

@@ -54,7 +54,7 @@ def run(args) -> int:
 
     return start(api, s.arch, s.gpus, args, messages, ready_lines, env,
                  loading=f"loading {s.target.what} ({s.runtime}) ...",
-                 probe=lambda url: ports.serves_model(url, env[plan.SERVER_KEY_ENV], api.name))
+                 probe=lambda url: ports.proves_ready(url, env[plan.READY_ENV], api.name))
 
 
 def start(srv, arch, gpus, args, messages, ready_lines, env, loading: str, probe=None) -> int:

@@ -11,6 +11,12 @@ from .common import add_recipe_arguments, overrides, warn
 
 HELP = "render + validate + plan + launch a recipe (RUNTIME=local|docker|slurm|k8s)"
 RUNTIMES = ("local", "docker", "slurm", "k8s")
+# make's variables for the launch options that are no recipe key (a recipe key, SET= included, is carried by
+# RESUME= itself): recorded in status.json, they make the line that continues an interrupted run.
+MAKE_VARIABLES = {"runtime": "RUNTIME", "gpus": "GPUS", "docker_image": "IMAGE_REF", "force": "FORCE",
+                  "partition": "PARTITION", "account": "ACCOUNT", "time_limit": "TIME", "container": "CONTAINER",
+                  "sif": "SIF", "sbatch_args": "SBATCH_ARGS", "container_image": "CONTAINER_IMAGE",
+                  "k8s_namespace": "K8S_NAMESPACE", "k8s_pvc": "K8S_PVC", "k8s_secret": "K8S_SECRET", "wait": "WAIT"}
 
 
 def _env_flag(name: str) -> bool:
@@ -123,7 +129,9 @@ def run(args) -> int:
                             validate_in=where.auto if dry else where.for_runtime(args.runtime, args),
                             mounted=lambda arch: (args.runtime or where.default_runtime(arch)) in ("docker", "slurm"),
                             # k8s pods read the PVC's HF cache, not this host's: the job finds out there
-                            need_model=args.runtime != "k8s" and not dry, remember=not dry, job=True)
+                            need_model=args.runtime != "k8s" and not dry, remember=not dry, job=True,
+                            made_by="dry-run" if dry else "train")
+    prep.options = launch_options(args)
     warn(prep.messages)
     runtime = args.runtime or where.default_runtime(prep.arch)
     if not args.no_plan:
@@ -135,6 +143,12 @@ def run(args) -> int:
     except ImportError as exc:
         raise ProblemReport([Problem("", "RUNTIME", f"runtime `{runtime}` is not available: {exc}")]) from None
     return launch(module, prep, args)
+
+
+def launch_options(args) -> dict[str, str]:
+    """The launch options given on this command line, as make's variables (a switch as `1`)."""
+    given = {var: getattr(args, dest, None) for dest, var in MAKE_VARIABLES.items()}
+    return {var: "1" if value is True else str(value) for var, value in given.items() if value not in (None, "", False)}
 
 
 def _dry_run(runtime: str, prep: pipeline.Prepared, args) -> int:

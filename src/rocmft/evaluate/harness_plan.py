@@ -22,6 +22,10 @@ from ..io.problems import Problem, ProblemReport
 from ..run.target import Target
 
 SHIPPED_TASKS = "eval_tasks"  # the project's own tasks (eval_tasks/rocmft_demo: the demo's identity question)
+# A task YAML is code (issue 43, N2): `!function utils.x` imports the Python beside it, and its Jinja templates render
+# in the harness's unsandboxed environment. One that is not the project's own (under eval_tasks/) runs in the run's
+# container (RUNTIME=docker: the checkout read-only, no credential of the host), or here only with this opt-in.
+TASK_CODE_OPT_IN = "TRUST_TASK_CODE"
 TASK_FILE_SUFFIXES = (".yaml", ".yml")  # a task in the harness's own YAML format, by its path
 # CPU: a fixed small batch (the harness's `auto` probes for the largest batch that fits a GPU's memory by trying
 # and catching CUDA out-of-memory errors, which a CPU never raises); a GPU: `auto`, as the harness recommends.
@@ -97,6 +101,22 @@ def parse_tasks(text: str | None, root: Path) -> tuple[tuple[str, ...], tuple[st
     return tuple(names), tuple(files), tuple(includes), problems
 
 
+def foreign_files(files: tuple[str, ...] | list[str], root: Path) -> list[str]:
+    """The task YAMLs that are not the project's own (eval_tasks/): each is code from elsewhere."""
+    own = (root / SHIPPED_TASKS).resolve()
+    return [f for f in files if not (root / f).resolve().is_relative_to(own)]
+
+
+def task_code_problems(files: tuple[str, ...] | list[str], root: Path, env, where: str) -> list[Problem]:
+    """One line per foreign task YAML that would run on this host (`where`: what runs it) without the opt-in."""
+    if env.get(TASK_CODE_OPT_IN, "").strip().lower() in ("1", "yes", "true"):
+        return []
+    return [Problem("", "TASKS", f"`{path}` is a task YAML from outside eval_tasks/: its `!function` Python and "
+                    f"templates would run as you {where}",
+                    f"{TASK_CODE_OPT_IN}=1 to allow it for this command, if you trust that file (RUNTIME=docker runs "
+                    "it in the run's container)") for path in foreign_files(files, root)]
+
+
 def _tokenizer_of(target: Target) -> str:
     """The tokenizer saved beside the run's weights (its chat template is the one the run trained with)."""
     if target.adapter:
@@ -125,9 +145,11 @@ def settings(*, tasks: str | None, limit: str | int | None, fewshot: str | int |
     return Settings(names, files, includes, n_limit, n_fewshot)
 
 
-def where_problems(target: Target, chosen: Settings, runtime: str) -> list[Problem]:
+def where_problems(target: Target, chosen: Settings, runtime: str, root: Path, env) -> list[Problem]:
     """What this run and runtime cannot do with these tasks: one line each."""
     problems = []
+    if runtime == "local":
+        problems += task_code_problems(chosen.task_files, root, env, "on this host (RUNTIME=local)")
     if target.adapter and target.carried.get("quantization_bit"):
         problems.append(Problem("", "RUN", f"{target.run_path} is a quantized (QLoRA) run: the harness would load "
                                 "its base in full precision, not the 4-bit base its adapter trained on",

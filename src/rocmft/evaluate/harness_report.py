@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..io.safe_text import one_line
+
 Z95 = 1.96
 
 
@@ -85,7 +87,7 @@ def markdown(section: Mapping[str, Any]) -> list[str]:
     for r in section["rows"]:
         mark = " (within noise)" if r["within_noise"] else ""
         metric = r["metric"] + (f" ({r['filter']})" if r["filter"] not in ("", "none") else "")
-        lines.append(f"| {r['task']} | {metric} | {_cell(r['base'], r['base_stderr'])} | "
+        lines.append(f"| {one_line(r['task'])} | {one_line(metric)} | {_cell(r['base'], r['base_stderr'])} | "
                      f"{_cell(r['tuned'], r['tuned_stderr'])} | {_signed(r['diff'])}{mark} | {r['n'] or '-'} |")
     return lines
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..evaluate.harness_plan import SHIPPED_TASKS, TASK_FILE_SUFFIXES
+from ..evaluate.harness_plan import SHIPPED_TASKS, TASK_FILE_SUFFIXES, task_code_problems
 from ..io import hubcache
 from ..recipe.recipes import SECRET_ENV
 
@@ -98,6 +98,13 @@ def task_targets(tasks: str, cwd: Path) -> list[Target]:
         if word:
             found.append(Target(word, "task"))
     return _unique(found)
+
+
+def task_file_problems(found: list[Target], root: Path, env: Mapping[str, str]) -> list:
+    """A task YAML is built to fetch its data, which imports its `!function` Python: one from outside eval_tasks/
+    only with TRUST_TASK_CODE=1, in the venv and in the image alike (the download holds the Hub token there too)."""
+    files = [t.repo_id for t in found if t.repo_type == "task" and t.repo_id.endswith(TASK_FILE_SUFFIXES)]
+    return task_code_problems(files, root, env, "while its datasets are fetched")
 
 
 def worker_args(found: list[Target], root: Path | None = None) -> list[str]:

@@ -20,6 +20,7 @@ import sys
 
 from ..evaluate import harness_data, harness_names
 from ..evaluate.harness_plan import TASK_FILE_SUFFIXES
+from ..io.safe_text import one_line
 
 # A model repo often carries other formats of the same weights that LLaMA-Factory never reads (Llama-3's
 # original/consolidated.*.pth doubles the download: 16 GB for the 8B).
@@ -110,18 +111,18 @@ def main(argv: list[str] | None = None) -> int:
         manager = task_manager(args.include_path)
         unknown = unknown_tasks(args.task, manager.all_tasks)
         for line in unknown:
-            print(line, file=sys.stderr, flush=True)
+            print(one_line(line), file=sys.stderr, flush=True)
         if unknown:
             return 2
     worst = 0
     for repo_type, repos in (("model", args.model), ("dataset", args.dataset)):
         for repo in repos:
             code, line = fetch(repo, repo_type)
-            print(line, file=sys.stderr if code else sys.stdout, flush=True)
+            print(one_line(line), file=sys.stderr if code else sys.stdout, flush=True)
             worst = max(worst, code)
     for name in args.task:
-        code, line = fetch_task(manager, name)
-        print(line, file=sys.stderr if code else sys.stdout, flush=True)
+        code, line = fetch_task(manager, name)  # a task file's names and dataset paths: escaped (issue 43, L6)
+        print(one_line(line), file=sys.stderr if code else sys.stdout, flush=True)
         worst = max(worst, code)
     return worst
 

@@ -57,6 +57,26 @@ def read_pins(path: Path) -> dict[str, str]:
     return pins
 
 
+def read_hashes(*paths: Path) -> dict[str, frozenset[str]]:
+    """{canonical name: the sha256 hex digests of its pinned version's files} from `name==version --hash=sha256:...`
+    lines (scripts/lock_hashes.py writes them); a pin without hashes is left out."""
+    found: dict[str, frozenset[str]] = {}
+    for path in paths:
+        for raw in path.read_text().splitlines():
+            match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==", raw)
+            digests = re.findall(r"--hash=sha256:([0-9a-f]{64})", raw)
+            if match and digests:
+                found[canonical(match.group(1))] = frozenset(digests)
+    return found
+
+
+def without_hashes(text: str) -> str:
+    """A requirements file's text with its `--hash=` options taken out: pip reads a hash in a constraints file as
+    hash-checking mode for every requirement (which then all need their own), so pip gets the pins alone and the
+    files it fetched are checked against the hashes afterwards (image/wheelhouse.py)."""
+    return re.sub(r"[ \t]+--hash=\S+", "", text)
+
+
 @dataclass(frozen=True)
 class Versions:
     project: str

@@ -291,7 +291,7 @@ def keep_kernel_wheel(client, plan: BuildPlan, result: BuildResult) -> tuple[dic
     import json
 
     from .docker_api import read_files
-    from .kernels import STAGE
+    from .kernels import RECORD, STAGE, file_sha256
 
     stage = result.stage(STAGE)
     if stage is None or not stage.image_id:
@@ -308,8 +308,10 @@ def keep_kernel_wheel(client, plan: BuildPlan, result: BuildResult) -> tuple[dic
                 tmp.rename(folder / name)  # never a half-written wheel under its real name
                 kept.append(folder / name)
         spec = plan.kernel.__dict__ if plan.kernel else {}
-        (folder / "record.json").write_text(json.dumps({**record, "spec": {k: list(v) if isinstance(v, tuple) else v
-                                                                            for k, v in spec.items()}}, indent=1) + "\n")
+        # each wheel's sha256, as it came out of the stage: a later build sends it only if it is still that file
+        (folder / RECORD).write_text(json.dumps({**record, "spec": {k: list(v) if isinstance(v, tuple) else v
+                                                                     for k, v in spec.items()},
+                                                 "sha256": {p.name: file_sha256(p) for p in kept}}, indent=1) + "\n")
     return record, kept
 
 

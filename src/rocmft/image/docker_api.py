@@ -88,6 +88,27 @@ def require_base(client, base_image: str, *, offline: bool, arch: str) -> bool:
                                  f"base image {base_image} is not present locally, and OFFLINE=1 never pulls", fix)])
 
 
+def base_digest_problems(client, base_image: str, digest: str, *, arch: str) -> list[Problem]:
+    """The arch table pins its base by digest (`base_image_digest`): the local base must be that image, by its ID
+    or a registry digest; one that is not, or is not here to be checked, is refused before anything is built (the
+    daemon would otherwise pull whatever the tag names now)."""
+    if not digest:
+        return []
+    key = f"arches.{arch}.base_image_digest" if arch == "cpu" else "defaults.base_image_digest"
+    image = get_image(client, base_image)
+    if image is None:
+        return [Problem("docker/arches.yaml", key, f"the base image {base_image} is pinned to {digest} but is not "
+                        "present locally to be checked (rocmft never lets the build pull a pinned base)",
+                        f"docker pull {base_image.rsplit(':', 1)[0]}@{digest} (a registry digest), then tag it "
+                        f"{base_image}; or docker load the saved image")]
+    digests = {image.id, *(d.rsplit("@", 1)[-1] for d in image.attrs.get("RepoDigests") or [])}
+    if digest in digests:
+        return []
+    return [Problem("docker/arches.yaml", key, f"the local {base_image} is {image.id}, not the pinned {digest}: "
+                    "its tag names another image now", "pull or load the pinned image, or update the pin "
+                    "after checking what changed")]
+
+
 def read_files(client, image_ref: str, path: str) -> dict[str, bytes]:
     """The regular files under `path` in an image (name -> bytes), read from a created, never started,
     container: nothing runs, so it works for a ROCm image on a host without GPUs. {} when absent."""

@@ -160,9 +160,36 @@ def cache_folder(wheelhouse_folder: Path, spec: KernelSpec) -> Path:
     return wheelhouse_folder / CONTEXT_KERNELS / spec.key()
 
 
+RECORD = "record.json"  # beside the kept wheel: the kernel stage's record, and each wheel's sha256 when it was kept
+
+
 def cached_wheels(wheelhouse_folder: Path, spec: KernelSpec) -> list[Path]:
+    """The kept wheels of this spec, each still the file that was built: its sha256 the one recorded when
+    `make image` kept it (issue 43, L10). A wheel the record does not vouch for is refused, never sent to a build."""
+    from ..io.problems import Problem, ProblemReport
+
     folder = cache_folder(wheelhouse_folder, spec)
-    return sorted(folder.glob("*.whl")) if folder.is_dir() else []
+    wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
+    if not wheels:
+        return []
+    try:
+        recorded = json.loads((folder / RECORD).read_text()).get("sha256") or {}
+    except (OSError, ValueError, AttributeError):
+        recorded = {}
+    wrong = [w for w in wheels if not isinstance(recorded, dict) or recorded.get(w.name) != file_sha256(w)]
+    if wrong:
+        raise ProblemReport([Problem(str(w), "kernel wheel", "is not the wheel `make image` built and kept here: its "
+                                     f"sha256 is not the one {RECORD} recorded then", f"delete {folder} to compile it "
+                                     "again") for w in wrong])
+    return wheels
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def estimate_line(spec: KernelSpec, jobs: MaxJobs, cached: list[Path], head_why: str = "") -> str:

@@ -6,6 +6,10 @@ complete before an offline build (a missing wheel is named, not found out 5 minu
 - ROCm arches: every pin of the lock except torch/torchvision/torchaudio (the base image's are kept),
   fetched `--no-deps` for the image's Python (3.12) and platform, plus the arch table's packages (the
   DeepSpeed and flash-attn sdists, liger-kernel, bitsandbytes). Never torch: a torch in a ROCm wheelhouse is reported as an error.
+- Every file of a pin the lock hashes (requirements/lock.txt, no-deps.txt: scripts/lock_hashes.py) must be one
+  of PyPI's files of that version, checked after the download and again before every offline build: an
+  offline image installs nothing else (issue 43, L10). pip gets the pins without their hashes (it reads a hash
+  in a constraints file as hash-checking mode for every requirement), from a copy in the folder.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from types import MappingProxyType
 from typing import Mapping
 
 from ..hardware.arches import Arch
-from ..hardware.versions import Versions, canonical, read_pins
+from ..hardware.versions import Versions, canonical, read_hashes, read_pins, without_hashes
 from ..io.problems import Problem, ProblemReport
+from .kernels import file_sha256
 from .plan import image_packages
 
 MANIFEST = "rocmft-wheelhouse.json"
+CONSTRAINTS = ".constraints.txt"  # the lock without its hashes, for pip (hidden: never sent with the build context)
 # Never in a ROCm wheelhouse: the base image's torch stack stays, and nothing CUDA gets in.
 ROCM_EXCLUDED = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton-rocm")
 CUDA_PREFIXES = ("nvidia-",)
@@ -48,6 +54,8 @@ class WheelhousePlan:
     env: Mapping[str, str] = field(default_factory=dict)
     required: tuple[str, ...] = ()  # name==version the image installs directly
     forbidden: tuple[str, ...] = ()  # canonical names (or prefixes ending in -) that must not be there
+    hashes: Mapping[str, frozenset[str]] = field(default_factory=dict)  # canonical name -> its files' sha256
+    lock: str = ""  # the lock whose pins, without hashes, pip is constrained by (CONSTRAINTS)
 
     def lines(self) -> list[str]:
         out = [f"wheelhouse plan for {self.arch} (Python {self.python}) -> {self.folder}"]
@@ -80,7 +88,7 @@ def wheelhouse_plan(arch: Arch, versions: Versions, folder: Path, *, lock: Path,
     env = {"FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE", "DS_BUILD_OPS": "0"}
     if not arch.is_gpu:
         # The cpu image's Python is the host's (3.11): resolve the lock for real.
-        cmd = (*pip, "--no-build-isolation", "-c", str(lock), f"torch=={versions.torch_cpu}", *versions.build_deps,
+        cmd = (*pip, "--no-build-isolation", "-c", str(folder / CONSTRAINTS), f"torch=={versions.torch_cpu}", *versions.build_deps,
                "-r", str(train), f"deepspeed=={versions.deepspeed}")
         # The table's packages the lock cannot hold (bitsandbytes: --no-deps beside the CPU torch, whose
         # dependency resolution would pull a CUDA torch; requirements/no-deps.txt): their own wheels only.
@@ -89,7 +97,7 @@ def wheelhouse_plan(arch: Arch, versions: Versions, folder: Path, *, lock: Path,
                       and p not in versions.build_deps and not p.startswith("torch=="))
         commands = (cmd, (*pip, "--no-deps", *extra)) if extra else (cmd,)
         return WheelhousePlan(arch.name, str(folder), arch.python or "", commands, MappingProxyType(env),
-                              tuple(required), CUDA_PREFIXES)
+                              tuple(required), CUDA_PREFIXES, _hashes(lock), str(lock))
     dev_names = set(read_pins(dev)) if dev and dev.is_file() else set()
     pins = [f"{name}=={version}" for name, version in read_pins(lock).items()
             if name not in ROCM_EXCLUDED and name not in dev_names and not name.startswith(CUDA_PREFIXES)]
@@ -103,7 +111,29 @@ def wheelhouse_plan(arch: Arch, versions: Versions, folder: Path, *, lock: Path,
     commands = ((*pip, "--no-deps", "--prefer-binary", *target, *wheels),
                 (*pip, "--no-deps", "--no-build-isolation", "--no-binary", ":all:", *target, *sources))
     return WheelhousePlan(arch.name, str(folder), arch.python or "", commands, MappingProxyType(env),
-                          tuple(required), (*ROCM_EXCLUDED, *CUDA_PREFIXES))
+                          tuple(required), (*ROCM_EXCLUDED, *CUDA_PREFIXES), _hashes(lock))
+
+
+def _hashes(lock: Path) -> Mapping[str, frozenset[str]]:
+    """The lock's hashes and those of no-deps.txt beside it (bitsandbytes)."""
+    return MappingProxyType(read_hashes(*(p for p in (lock, lock.with_name("no-deps.txt")) if p.is_file())))
+
+
+def hash_problems(plan: WheelhousePlan, *, make_hint: str) -> tuple[list[Problem], list[str]]:
+    """(a problem per file of a hashed pin that is none of PyPI's files of it, the files no hash covers)."""
+    problems, unchecked = [], []
+    for path in sorted(Path(plan.folder).iterdir()):
+        parsed = parse_filename(path.name) if path.is_file() else None
+        if parsed is None:
+            continue
+        known = plan.hashes.get(parsed[0])
+        if not known:
+            unchecked.append(path.name)
+        elif file_sha256(path) not in known:
+            problems.append(Problem(plan.folder, path.name, f"not a file PyPI has for {parsed[0]}=={parsed[1]}: its "
+                                    "sha256 is none of the lock's (requirements/lock.txt)",
+                                    f"delete it and run `{make_hint}`; if the lock changed, scripts/lock_hashes.py"))
+    return problems, unchecked
 
 
 _WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
@@ -157,6 +187,7 @@ def check(plan: WheelhousePlan, *, make_hint: str) -> None:
         gone = [f for f in recorded if not (folder / f).is_file() and (parse_filename(f) or ("",))[0] not in named]
         problems += [Problem(plan.folder, f, "downloaded by `make wheelhouse` but no longer there", f"run `{make_hint}`")
                      for f in gone]
+    problems += hash_problems(plan, make_hint=make_hint)[0]
     for name in sorted(found):
         if _forbidden(name, plan.forbidden):
             problems.append(Problem(plan.folder, name, f"{name} must not be in the {plan.arch} wheelhouse "
@@ -173,6 +204,8 @@ def run(plan: WheelhousePlan, *, make_hint: str, out=sys.stdout) -> int:
     """Download, write the manifest, check. Returns 0, or raises a ProblemReport naming what failed."""
     folder = Path(plan.folder)
     folder.mkdir(parents=True, exist_ok=True)
+    if plan.lock:
+        (folder / CONSTRAINTS).write_text(without_hashes(Path(plan.lock).read_text()))
     started = time.monotonic()
     for cmd in plan.commands:
         print(f"==> pip download for {plan.arch} (Python {plan.python}) into {folder}", file=out, flush=True)
@@ -194,6 +227,9 @@ def run(plan: WheelhousePlan, *, make_hint: str, out=sys.stdout) -> int:
     (folder / MANIFEST).write_text(json.dumps({"arch": plan.arch, "python": plan.python, "required": list(plan.required),
                                                "files": files}, indent=1) + "\n")
     check(plan, make_hint=make_hint)
+    unchecked = hash_problems(plan, make_hint=make_hint)[1]
+    if unchecked:
+        print(f"==> not in the lock's hashes (taken as downloaded): {', '.join(unchecked)}", file=out)
     total = sum((folder / f).stat().st_size for f in files)
     print(f"==> {folder}: {len(files)} files, {total / 1e6:.0f} MB in {time.monotonic() - started:.0f} s", file=out)
     kept = kept_kernel_wheels(folder)

@@ -100,8 +100,9 @@ def run(req: Request) -> Report:
     preset, match = "none", None
     if ds_cfg is not None:
         prec, _ = precision.resolve(prec_name, arch)
+        judged_here = place.kind != "none"  # else nothing says which of its keys DeepSpeed refuses
         match = deepspeed.verbatim(ds_cfg, prec_name) if req.keep_ds else \
-            deepspeed.match(ds_cfg, prec, deepspeed.refused_keys(report.problems, ds_label))
+            deepspeed.match(ds_cfg, prec, deepspeed.refused_keys(report.problems, ds_label) if judged_here else None)
         preset = match.preset or f"{req.to}{DS_SUFFIX}"
         shape = "ZeRO stage {}, optimizer offload {}, weights offload {}".format(*ds_presets.shape(ds_cfg))
         report.add("translated", f"deepspeed: {ds_path.name} -> deepspeed: {preset} ({shape})")

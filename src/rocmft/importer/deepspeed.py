@@ -18,6 +18,7 @@ from typing import Any
 from ..io.problems import Problem
 from ..recipe import ds_presets, render
 from ..recipe.precision import Precision
+from ..validate.deepspeed import TOP_LEVEL_KEYS
 from .base import same
 
 OWN_BLOCKS = ("optimizer", "scheduler")
@@ -50,8 +51,26 @@ def _text(value: Any) -> str:
     return "(not set)" if value is _MISSING else json.dumps(value)
 
 
-def differences(user: dict[str, Any], other: dict[str, Any], refused: dict[str, str], target: str) -> list[str]:
-    """One line per value that differs: `key: yours -> target's`; fp16's loss scaling only when fp16 is on."""
+def hidden(key: str, refused: dict[str, str] | None) -> str:
+    """Why the value at `key` is never printed, "" when it may be: a key DeepSpeed does not read is no setting of
+    DeepSpeed's, and its value may be anything (a credential: issue 43, N8). `refused` is None when DeepSpeed's
+    config model did not judge the JSON here: then only the keys a shipped preset has are known below the top."""
+    parts = key.split(".")
+    if parts[0] not in TOP_LEVEL_KEYS:
+        return "DeepSpeed does not read this key"
+    if refused is None:
+        return "" if key in _preset_keys() else "not judged by DeepSpeed's config model here"
+    return next((refused[p] for p in (".".join(parts[:i]) for i in range(len(parts), 0, -1)) if p in refused), "")
+
+
+def _preset_keys() -> set[str]:
+    precisions = (Precision("bf16", ""), Precision("fp16", ""))
+    return {key for name in ds_presets.shipped() for prec in precisions for key in leaves(rendered(name, prec))}
+
+
+def differences(user: dict[str, Any], other: dict[str, Any], refused: dict[str, str] | None, target: str) -> list[str]:
+    """One line per value that differs: `key: yours -> target's`; fp16's loss scaling only when fp16 is on. A key
+    DeepSpeed does not know is named with why, never its value (`hidden`)."""
     a, b = leaves(user), leaves(other)
     fp16_on = any(cfg.get("fp16", {}).get("enabled") not in (False, None) for cfg in (user, other)
                   if isinstance(cfg.get("fp16"), dict))
@@ -62,8 +81,12 @@ def differences(user: dict[str, Any], other: dict[str, Any], refused: dict[str, 
         mine, theirs = a.get(key, _MISSING), b.get(key, _MISSING)
         if mine is not _MISSING and theirs is not _MISSING and same(mine, theirs):
             continue
-        why = f" ({refused[key]})" if key in refused else ""
-        lines.append(f"{key}: {_text(mine)} -> {_text(theirs)} in {target}{why}")
+        secret = hidden(key, refused)
+        if secret:
+            lines.append(f"{key}: (value not shown) -> {'(not set)' if theirs is _MISSING else '(kept)'} in {target} "
+                         f"({secret})")
+            continue
+        lines.append(f"{key}: {_text(mine)} -> {_text(theirs)} in {target}")
     return lines
 
 
@@ -73,7 +96,8 @@ def refused_keys(problems: list[Problem], ds_label: str) -> dict[str, str]:
             if p.file == ds_label and p.key and ("unknown DeepSpeed key" in p.message or "does not know" in p.message)}
 
 
-def match(user: dict[str, Any], prec: Precision, refused: dict[str, str]) -> Match:
+def match(user: dict[str, Any], prec: Precision, refused: dict[str, str] | None) -> Match:
+    """`refused`: the keys DeepSpeed's config model refused, None when it did not judge the JSON here."""
     shape = ds_presets.shape(user)
     own_blocks = [k for k in OWN_BLOCKS if k in user]
     fits = [] if own_blocks else [name for name in ds_presets.shipped()
@@ -95,10 +119,11 @@ def verbatim(user: dict[str, Any], precision: str) -> Match:
                             f"judges it as written, and its bf16/fp16 must agree with precision: {precision}"])
 
 
-def keep(user: dict[str, Any], refused: dict[str, str]) -> dict[str, Any]:
-    """The user's JSON as the recipe's own: keys DeepSpeed refuses removed, precision left to the YAML ("auto")."""
-    kept = copy.deepcopy(user)
-    for key in refused:
+def keep(user: dict[str, Any], refused: dict[str, str] | None) -> dict[str, Any]:
+    """The user's JSON as the recipe's own: keys DeepSpeed refuses or does not read removed, precision left to the
+    YAML ("auto")."""
+    kept = {k: copy.deepcopy(v) for k, v in user.items() if k in TOP_LEVEL_KEYS}
+    for key in refused or {}:
         node, *path = [kept, *key.split(".")]
         for part in path[:-1]:
             node = node.get(part) if isinstance(node, dict) else None

@@ -15,6 +15,7 @@ from typing import Any
 from ..io import paths
 from ..io.problems import Problem, ProblemReport
 from ..recipe import recipes
+from ..validate.deepspeed import TOP_LEVEL_KEYS
 
 # `rocmft render` writes this first line; a file it rendered says which arch it was rendered for.
 RENDERED_HEADER = re.compile(r"^# LLaMA-Factory train config rendered by rocmft \S+ from recipe `[^`]*` for (\S+)\.$")
@@ -87,4 +88,9 @@ def read_ds_json(path: Path) -> dict[str, Any]:
         raise _refuse(str(path), f"not valid JSON{where}", "DS= takes a DeepSpeed config JSON") from None
     if not isinstance(data, dict):
         raise _refuse(str(path), "a DeepSpeed config must be a JSON object", "DS= takes a DeepSpeed config JSON")
+    # A YAML from elsewhere names its JSON (`deepspeed: ../.docker/config.json`): a file of the user's that is not
+    # DeepSpeed's is refused whole, before any of it is compared, kept or printed (issue 43, N8).
+    if not any(key in TOP_LEVEL_KEYS for key in data):
+        raise _refuse(str(path), "not a DeepSpeed config: DeepSpeed reads none of its keys (nothing of it is shown)",
+                      "DS= names your DeepSpeed config JSON")
     return data

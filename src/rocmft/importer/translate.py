@@ -10,7 +10,7 @@ from ..hardware import arches
 from ..hardware.arches import Arch
 from ..io.problems import Problem, ProblemReport
 from ..launch.plan import DEVICE_VARS
-from ..recipe import precision, recipe_env
+from ..recipe import hub_push, precision, recipe_env
 from ..recipe.recipes import SECRET_ENV
 from ..run import run_trust
 from .command import Launch
@@ -204,6 +204,12 @@ def remote_code(args: dict[str, Any], report: Report) -> None:
     if args.get("trust_remote_code") is True:
         report.add("advice", "trust_remote_code: true carried: training runs Python code from the model's "
                              f"repository as you; `make train` runs it only with {run_trust.OPT_IN}=1")
+    pushing = hub_push.keys(args)
+    if pushing:  # the job would publish the fine-tune with the user's token (issue 43, N3)
+        public = (f"; hub_private_repo: false makes it public only with {hub_push.PUBLIC}=0"
+                  if args.get("hub_private_repo") is False else "; the repo is private")
+        report.add("advice", f"{', '.join(pushing)} carried: training uploads the model to the Hugging Face Hub with "
+                             f"your token; `make train` runs it only with {hub_push.OPT_IN}=1{public}")
 
 
 def _env_drop(name: str, value: str, arch: Arch) -> str | None:

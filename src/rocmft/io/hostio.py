@@ -92,6 +92,36 @@ def open_append(path: Path | str, mode: int = 0o644) -> IO[bytes]:
     return os.fdopen(fd, "ab")
 
 
+def open_regular(path: Path | str) -> IO[bytes] | None:
+    """A regular file opened for reading without following a link and without waiting on a FIFO; None for
+    anything else (missing, a link, a FIFO, a device, a folder). The caller reads within its own bounds."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def is_regular(path: Path | str) -> bool:
+    """A regular file at `path` itself (a link to one is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def is_folder(path: Path | str) -> bool:
+    """A folder at `path` itself (a link to one is not)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def read_bytes(path: Path | str, limit: int = JSON_LIMIT, offset: int = 0) -> bytes | None:
     """A regular file's bytes from `offset`, read without following a link; None when it is missing, not a
     regular file, or larger than `limit`."""

@@ -28,8 +28,13 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _limit(problem: str, mark) -> yaml.MarkedYAMLError:
-    return yaml.MarkedYAMLError(problem=problem, problem_mark=mark)
+class LimitError(yaml.MarkedYAMLError):
+    """Valid YAML beyond what a config may hold (too deep, too many values, a value holding itself): refused
+    wherever YAML is read, even where a syntax error is taken as plain text (a SET= value)."""
+
+
+def _limit(problem: str, mark) -> LimitError:
+    return LimitError(problem=problem, problem_mark=mark)
 
 
 def _check_depth(text: str) -> None:
@@ -44,19 +49,33 @@ def _check_depth(text: str) -> None:
             depth -= 1
 
 
-def _values(node: yaml.Node, seen: dict[int, int]) -> int:
-    """How many values `node` stands for with every alias expanded; an alias is the same node object, counted
-    once per use but walked once (`seen`)."""
-    if id(node) in seen:
-        return seen[id(node)]
-    if isinstance(node, yaml.MappingNode):
-        total = 1 + sum(_values(k, seen) + _values(v, seen) for k, v in node.value)
-    elif isinstance(node, yaml.SequenceNode):
-        total = 1 + sum(_values(v, seen) for v in node.value)
-    else:
-        total = 1
-    seen[id(node)] = total
-    return total
+def _values(root: yaml.Node) -> int:
+    """How many values `root` stands for with every alias expanded; an alias is the same node object, counted
+    once per use but walked once. Iterative, and a node met again while its own children are still being
+    counted is an alias inside its own anchor (`x: &a [*a]`): a value that holds itself, which no copy, merge
+    or JSON dump can ever finish (a RecursionError traceback, issue 43)."""
+    done: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in done:
+            continue
+        children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                    else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if children_done:
+            open_nodes.discard(id(node))
+            done[id(node)] = 1 + sum(done[id(c)] for c in children)
+            continue
+        if id(node) in open_nodes:
+            raise _limit("an alias inside its own anchor: the value would hold itself", node.start_mark)
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_nodes:
+                raise _limit("an alias inside its own anchor: the value would hold itself", child.start_mark)
+            stack.append((child, False))
+    return done[id(root)]
 
 
 def parse_yaml(text: str) -> Any:
@@ -66,7 +85,7 @@ def parse_yaml(text: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        if _values(node, {}) > MAX_VALUES:
+        if _values(node) > MAX_VALUES:
             raise _limit(f"its aliases expand to more than {MAX_VALUES:,} values (a recipe holds a few dozen)",
                          node.start_mark)
         return loader.construct_document(node)

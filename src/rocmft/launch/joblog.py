@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import signal
 
+from ..run.events import SIGNAL_LINE
+
 PROJECT = "[rocmft]"
 EXPLAIN_LINES = 30
 # a tqdm bar, with or without a total ("12%|##  | 3/24 [00:01<00:05, ...]", "Generating: 0 examples [00:00, ...]"):
@@ -52,7 +54,8 @@ def _split(data: bytes) -> list[str]:
 
 
 def is_project_line(line: str) -> bool:
-    return line.startswith(PROJECT)
+    """A line of rocmft's for the terminal; the job's own word on a signal it got is the launcher's to say."""
+    return line.startswith(PROJECT) and not line.startswith(SIGNAL_LINE)
 
 
 def is_warning(line: str) -> bool:

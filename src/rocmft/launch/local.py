@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..io import hostio, paths
 from ..run import runs
+from .outcome import stopping_line
 from .plan import LaunchPlan, job_env
 from .progress import Watch
 
@@ -44,14 +45,13 @@ class _Stopper:
             self._timer = threading.Timer(self.grace_s, self.kill)
             self._timer.daemon = True
             self._timer.start()
-            self._tell(f"{name}: the job finishes its optimizer step and saves a checkpoint "
-                       f"(up to {self.grace_s:.0f} s; Ctrl-C again stops at once)")
+            self._tell(stopping_line(name, self.grace_s))
         elif signum == signal.SIGINT:
             self.kill()
-            self._tell("Ctrl-C again: stopped at once (a checkpoint being written is left incomplete; "
+            self._tell("[rocmft] Ctrl-C again: stopped at once (a checkpoint being written is left incomplete; "
                        "a resume skips it)")
         else:
-            self._tell(f"{name} again: still waiting for the checkpoint (Ctrl-C stops at once)")
+            self._tell(f"[rocmft] {name} again: still waiting for the checkpoint (Ctrl-C stops at once)")
 
     def kill(self) -> None:
         """SIGKILL the job's process group and every process under it: torchrun starts each rank in a session of
@@ -68,7 +68,7 @@ class _Stopper:
             self._timer.cancel()
 
     def _tell(self, text: str) -> None:
-        threading.Thread(target=self.say, args=(f"[rocmft] {text}",), daemon=True).start()
+        threading.Thread(target=self.say, args=(text,), daemon=True).start()
 
 
 def _descendants(pid: int) -> list[int]:

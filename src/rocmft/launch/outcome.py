@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import shlex
 from pathlib import Path
 
 from ..hardware import arches
-from ..io import hostio
+from ..io import hostio, paths
 from ..io.safe_text import for_terminal
 from ..recipe import advice
 from ..run import checkpoints, runs
@@ -18,6 +19,14 @@ from .joblog import failed_ranks
 
 EXIT_DIVERGED = 3
 EXIT_STOPPED = 75  # the worker's: stopped by a signal after saving a checkpoint (rocmft.worker)
+EXIT_NOTHING_TRAINED = 1  # the job ended well without training a step: a failed run
+
+
+def stopping_line(signame: str, grace_s: float) -> str:
+    """What the launcher says on the first Ctrl-C/SIGTERM, in the name of the signal it got (the job gets the
+    launcher's SIGTERM, and its own line about it stays in train.log)."""
+    return (f"[rocmft] {signame}: the job finishes its optimizer step and saves a checkpoint (up to {grace_s:.0f} s; "
+            "Ctrl-C again stops at once)")
 
 
 def _first_bad_step(report: dict) -> int:
@@ -70,14 +79,20 @@ def finish(run_dir: Path, code: int, arch_name: str) -> int:
                   final_loss=final, last_good_checkpoint=checkpoint)
         print(for_terminal(f"[rocmft] {str(reason).upper()}: {cause}"), flush=True)
         print(f"[rocmft] last good checkpoint: {checkpoint or 'none (no checkpoint before the divergence)'}", flush=True)
+        again = train_command(run_dir, status, resume=checkpoint is not None)
         try:
-            ranked = advice.rank(report, arches.table().get(arch_name), run_dir.name, checkpoint)
+            ranked = advice.rank(report, arches.table().get(arch_name), again, checkpoint)
         except (TypeError, ValueError, AttributeError, KeyError, IndexError):
             ranked = []  # a report whose fields are not the watchdog's types: no advice from it
         for i, line in enumerate(ranked, 1):
             print(for_terminal(f"[rocmft]   {i}. {line}"), flush=True)
         return EXIT_DIVERGED
     facts = summary.facts(run_dir)
+    nothing = trained_nothing(run_dir) if code == 0 else None
+    if nothing:  # the job ended well, but a run that trained no step never shows as succeeded
+        runs.mark(run_dir, "failed", exit_code=0, reason=nothing, **{**facts, "final_loss": final})
+        print(for_terminal(f"[rocmft] FAILED: {nothing}: {runs.relative(run_dir)}"), flush=True)
+        return EXIT_NOTHING_TRAINED
     if code == 0:
         status = runs.mark(run_dir, "succeeded", exit_code=0, **{**facts, "final_loss": final})
         for line in summary.done_lines(run_dir, status) + attempt_lines(run_dir, status):
@@ -125,5 +140,33 @@ def stopped_lines(run_dir: Path, status: dict) -> list[str]:
                                          " (stopped before training, or killed before the save)")
     lines = [f"[rocmft] interrupted by {why}{at}: {saved}"]
     if newest is not None:
-        lines.append(f"[rocmft] continue it: make train RECIPE={status.get('recipe', '<recipe>')} RESUME={run_dir.name}")
+        lines.append(f"[rocmft] continue it: {train_command(run_dir, status, resume=True)}")
     return lines
+
+
+def train_command(run_dir: Path, status: dict, *, resume: bool) -> str:
+    """The whole `make train` line that trains this run again (RESUME=: on from its newest checkpoint, with its
+    recipe as it was resolved, SET= included): its recipe, and the launch options that are no recipe key."""
+    recipe = str(status.get("recipe") or "<recipe>")
+    file = status.get("recipe_file")
+    if isinstance(file, str) and file != runs.relative(paths.recipes_dir() / f"{recipe}.yaml"):
+        recipe = file  # a recipe file outside recipes/ is named by its path
+    words = [f"RECIPE={recipe}", *([f"RESUME={run_dir.name}"] if resume else [])]
+    options = status.get("options")
+    words += [f"{k}={v}" for k, v in (options.items() if isinstance(options, dict) else ())
+              if isinstance(k, str) and k.isupper() and isinstance(v, str)]
+    return "make train " + shlex.join(words)
+
+
+def trained_nothing(run_dir: Path) -> str | None:
+    """Why a job that ended well trained no step (its last start began where it ended), or None."""
+    from ..run import events
+
+    parts = events.segments(events.read(run_dir))
+    end = parts[-1]["end"] if parts else None
+    if not end or end.get("step") is None:
+        return None  # no events to judge by (a job from before them)
+    start = int(parts[0]["begin"].get("start_step") or 0)
+    if int(end["step"]) > start:
+        return None
+    return f"trained no step (began at step {start}, max_steps {end.get('max_steps', '?')})"

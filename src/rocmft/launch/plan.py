@@ -42,6 +42,10 @@ PASS_THROUGH = (
     "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE",
     "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG", "GLOO_SOCKET_IFNAME", *ALLOC_CONF_VARS,
 )
+# A token a library falls back to when its variable is unset, from a file the job inherits: withheld with the
+# variable (issue 43, N5). huggingface_hub reads HF_TOKEN_PATH (default HF_HOME/token, where `hf auth login`
+# stores it); /dev/null holds no token, and with implicit tokens off no request carries one unasked.
+STORED_TOKEN_ENV = {"HF_TOKEN": {"HF_TOKEN_PATH": "/dev/null", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}}
 # Not passed: TORCH_EXTENSIONS_DIR, MPLCONFIGDIR (the Makefile's). A local run inherits them with the rest of
 # the environment; a container gets caches of its own per image (docker/spec.py OWN_CACHES): compiled code
 # must never travel between a container and the host.
@@ -160,6 +164,8 @@ def build(
     secrets = (*secrets, *(n for n in by_name if n not in secrets and n not in recipe.env))
     env.update(recipe.env)
     env.update(allocator_env(arch, env))
+    for name in withheld:  # after the recipe's env: a recipe cannot point the job back at the file
+        env.update(STORED_TOKEN_ENV.get(name, {}))
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike
         "OPTIM_TORCH": "0",  # if this env is reused with llamafactory-cli, it keeps our allocator settings

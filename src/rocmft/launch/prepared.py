@@ -24,9 +24,9 @@ def commit(prep: Prepared, plan: launch_plan.LaunchPlan | None = None, *, runtim
     what will run (plan.json) and with what (versions.json), so every runtime records a run the same way."""
     runs.create(prep.run_dir)
     runs.write_inputs(prep.run_dir, prep.recipe.to_dict(), prep.rendered.train_yaml, prep.rendered.ds_config)
-    runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, arch=prep.recipe.arch,
-              stage=stages.name(prep.rendered.args), resumed_from=prep.resume_from,
-              validated_in=prep.validated_in or None,
+    runs.mark(prep.run_dir, "rendered", recipe=prep.recipe.name, recipe_file=runs.relative(Path(prep.recipe.path)),
+              arch=prep.recipe.arch, stage=stages.name(prep.rendered.args), resumed_from=prep.resume_from,
+              validated_in=prep.validated_in or None, made_by=prep.made_by, options=prep.options,
               **({"started_from": prep.start.source, "from_spec": prep.start.spec} if prep.start else {}))
     if plan is not None:
         hostio.write_text(prep.run_dir / "plan.json", plan.to_json())

@@ -2,7 +2,8 @@
 
 `check(recipe)` is what `make train` calls (through `rocmft train`): it never raises for a recipe it cannot
 plan (unknown model, unknown GPU memory) - it says so in `summary` and lets the run go (`fits` is False only
-for a verdict of "does not fit"). `rocmft plan` / `make plan` call `check(..., strict=True)`, which raises
+for a verdict of "does not fit"); what it knows to be wrong in the values (`recipe_errors`) never gets that far:
+`pipeline.prepare` refuses it first. `rocmft plan` / `make plan` call `check(..., strict=True)`, which raises
 the ProblemReport instead. Pure YAML/JSON arithmetic: no torch, no transformers (runs on the host CLI).
 See docs/plan.md for how to read the output and memory.py / throughput.py for the model and its sources.
 
@@ -21,7 +22,8 @@ from .suggest import Suggestion
 from .throughput import ThroughputPlan
 from .workload import Workload
 
-__all__ = ["MemoryPlan", "PlanResult", "Suggestion", "ThroughputPlan", "Workload", "check", "plan_workload"]
+__all__ = ["MemoryPlan", "PlanResult", "Suggestion", "ThroughputPlan", "Workload", "check", "plan_workload",
+           "recipe_errors"]
 
 
 @dataclass
@@ -50,6 +52,13 @@ class PlanResult:
 
     def report(self) -> str:
         return report.full(self)
+
+
+def recipe_errors(recipe: Recipe) -> list[Problem]:
+    """The errors the planner finds in a recipe's values (`lora_rank: 0`, a batch below 1): `make train` refuses
+    them before anything starts (the job would die on them, after the image started and the model loaded).
+    A model or method the planner cannot model is no error: that run goes ahead unplanned."""
+    return workload.value_errors(recipe)
 
 
 def plan_workload(w: Workload, data: dataset.DatasetSize | None = None, steps: int | None = None

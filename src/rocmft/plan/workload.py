@@ -252,6 +252,21 @@ def _mfu(plan: Mapping[str, Any], arch: arches.Arch, file: str, problems: list[P
 def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     """The workload of a loaded recipe, plus warnings; a ProblemReport for input the planner cannot use.
     `gpus`: the host's GPUs to recognise the product by (host.GPU list); None reads this host's KFD topology."""
+    wl, problems, cannot = _read(recipe, gpus)
+    if wl is None or any(p.severity == "error" for p in problems):
+        raise ProblemReport(problems + cannot)
+    return wl, problems
+
+
+def value_errors(recipe: Recipe) -> list[Problem]:
+    """What is wrong in the recipe's values whatever the model (`lora_rank: 0`, a batch below 1, no step to
+    train): what the job would die on. A model or method the planner cannot model is none of them."""
+    return [p for p in _read(recipe, None)[1] if p.severity == "error"]
+
+
+def _read(recipe: Recipe, gpus) -> tuple[Workload | None, list[Problem], list[Problem]]:
+    """(the workload, or None when the planner cannot model the recipe; the problems with its values, warnings
+    included; why the planner cannot model it)."""
     file = recipe.path
     problems: list[Problem] = []
     lf = dict(recipe.llamafactory)
@@ -266,12 +281,15 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
                                 f"{arch.product} node holds {arch.gpus_per_node}", "set gpus_per_node or NODES= to match",
                                 severity="warning"))
     prec, _ = precision.resolve(recipe.precision, arch, file)  # precision problems are render's to report
-    spec = models.resolve(str(lf.get("model_name_or_path") or ""), plan.get("model"), file=file)
-
+    cannot: list[Problem] = []
+    try:
+        spec = models.resolve(str(lf.get("model_name_or_path") or ""), plan.get("model"), file=file)
+    except ProblemReport as report:
+        spec, cannot = None, report.problems
     method = str(lf.get("finetuning_type", LF_DEFAULTS["finetuning_type"]))
     if method not in ("lora", "full", "freeze"):
-        problems.append(Problem(file, "llamafactory.finetuning_type", f"`{method}` is not modelled by the planner",
-                                "it plans lora, freeze and full"))
+        cannot.append(Problem(file, "llamafactory.finetuning_type", f"`{method}` is not modelled by the planner",
+                              "it plans lora, freeze and full"))
     quant = lf.get("quantization_bit")
     if quant is not None and (isinstance(quant, bool) or not isinstance(quant, int) or quant not in (2, 3, 4, 5, 6, 8)):
         problems.append(Problem(file, "llamafactory.quantization_bit", f"must be 2, 3, 4, 5, 6 or 8, got {quant!r}"))
@@ -319,27 +337,31 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
     # LLaMA-Factory packs only supervised and pretraining rows; pairs and KTO rows are always padded
     packing = ("padded" if stage not in ("sft", "pt") else "neat_packing" if lf.get("neat_packing")
                else "packing" if lf.get("packing", stage == "pt") else "padded")
+    targets = _targets(lf, file, problems) if method == "lora" else models.LINEAR_MODULES
+    micro_batch, cutoff_len = _int(lf, "per_device_train_batch_size", file, problems), _int(lf, "cutoff_len", file, problems)
+    grad_accum = _int(lf, "gradient_accumulation_steps", file, problems)
+    mfu = _mfu(plan, arch, file, problems)
+    if spec is None or cannot:
+        return None, problems, cannot
     wl = Workload(
         recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,
         peak_tflops=arch.peak(prec.name), precision=prec.name, is_gpu=arch.is_gpu,
         gpus_per_node=recipe.gpus_per_node, nodes=recipe.nodes, deepspeed=preset,
         method=method if method in ("lora", "full", "freeze") else "lora",
-        lora_rank=rank, lora_targets=_targets(lf, file, problems) if method == "lora" else models.LINEAR_MODULES,
+        lora_rank=rank, lora_targets=targets,
         lora_dropout=float(lf.get("lora_dropout", LF_DEFAULTS["lora_dropout"]) or 0.0),
         extra_trainable=_extra(lf, "additional_target" if method == "lora" else "freeze_extra_modules"),
         freeze_layers=int(freeze_layers),
         quant_bits=quant, double_quant=bool(lf.get("double_quantization", True)),
         pure_bf16=bool(lf.get("pure_bf16", False)) and prec.name == "bf16",
         optim=str(lf.get("optim", LF_DEFAULTS["optim"])),
-        micro_batch=_int(lf, "per_device_train_batch_size", file, problems),
-        cutoff_len=_int(lf, "cutoff_len", file, problems),
-        grad_accum=_int(lf, "gradient_accumulation_steps", file, problems),
+        micro_batch=micro_batch, cutoff_len=cutoff_len, grad_accum=grad_accum,
         gradient_checkpointing=not bool(lf.get("disable_gradient_checkpointing", False)),
         attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), stage=stage,
         pref_loss=str(lf.get("pref_loss") or "sigmoid"), separate_reference=bool(lf.get("ref_model")),
         epochs=float(epochs), max_steps=int(max_steps),
-        mfu=_mfu(plan, arch, file, problems), mfu_source="plan.mfu" if "mfu" in plan else
+        mfu=mfu, mfu_source="plan.mfu" if "mfu" in plan else
         (f"docker/arches.yaml {_mfu_owner(arch)}" if arch.mfu else "planner default"), avg_tokens=avg,
         host_memory_gb=float(host) if host is not None else None,
         ds_reduce_bucket=ds.get("reduce_bucket_size"),
@@ -351,6 +373,4 @@ def from_recipe(recipe: Recipe, gpus=None) -> tuple[Workload, list[Problem]]:
         ds_prefetch=ds.get("stage3_prefetch_bucket_size"), ds_persistence=ds.get("stage3_param_persistence_threshold"),
         ds_overlap_comm=bool(ds.get("overlap_comm")), ds_allgather_bucket=ds.get("allgather_bucket_size"),
     )
-    if any(p.severity == "error" for p in problems):
-        raise ProblemReport(problems)
-    return wl, problems
+    return wl, problems, cannot

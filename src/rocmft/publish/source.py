@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ..io.problems import Problem, ProblemReport
-from ..run import runs
+from ..run import pick, runs
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Published:
     run_path: str  # as printed: relative to the project root when inside it
     train: dict[str, Any]  # the run's train.yaml
     state: str
+    picked: tuple[Problem, ...] = ()  # which run `last` is (run/pick.py), for the command to say first
 
     @property
     def lora(self) -> bool:
@@ -44,14 +45,14 @@ class Published:
 
 
 def load(spec: str) -> Published:
-    run_dir = runs.find(spec)
+    run_dir, picked = pick.pick(spec, key="RUN")
     run_path = runs.relative(run_dir)
     try:
         train = yaml.safe_load((run_dir / "train.yaml").read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ProblemReport([Problem(f"{run_path}/train.yaml", "", f"cannot read it: {exc}")]) from None
     return Published(run_dir, run_path, train if isinstance(train, dict) else {},
-                     str(runs.read_status(run_dir).get("state") or "rendered"))
+                     str(runs.read_status(run_dir).get("state") or "rendered"), tuple(picked))
 
 
 def unfinished(run: Published) -> list[Problem]:

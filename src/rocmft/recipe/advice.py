@@ -7,23 +7,25 @@ from typing import Any
 from ..hardware.arches import Arch
 
 
-def rank(report: dict[str, Any], arch: Arch | None, run_name: str, checkpoint: str | None) -> list[str]:
+def rank(report: dict[str, Any], arch: Arch | None, again: str, checkpoint: str | None) -> list[str]:
+    """`again`: the command that trains the run again (`make train RECIPE=... RESUME=...` from `checkpoint`, the
+    last good one), each fix's SET= appended to it."""
     advice: list[str] = []
     precision = report.get("precision")
     lr = report.get("learning_rate") or report.get("recipe_learning_rate")
-    resume = f"RESUME={run_name} " if checkpoint else ""
+    again += " "
     if precision == "fp16":
         target = "bf16" if arch is not None and arch.bf16 else "fp32"
         why = "same memory, fp32's exponent range" if target == "bf16" else f"{arch.name if arch else 'this arch'} has no fast bf16"
-        advice.append(f"switch precision fp16 -> {target} ({why}): make train {resume}SET=\"precision={target}\"")
-    advice += _preference(report, resume)
+        advice.append(f"switch precision fp16 -> {target} ({why}): {again}SET=\"precision={target}\"")
+    advice += _preference(report, again)
     if lr and report.get("reason") == "collapsed":
         # A dead network does not come back by halving: the step that killed it was far too large.
         start = "from the last good checkpoint" if checkpoint else "from the start (no checkpoint before it)"
         advice.append(f"lower the learning rate tenfold ({lr:g} -> {lr / 10:g}) and train again {start}: "
-                      f"make train {resume}SET=\"learning_rate={lr / 10:g}\"")
+                      f"{again}SET=\"learning_rate={lr / 10:g}\"")
     elif lr:
-        advice.append(f"halve the learning rate ({lr:g} -> {lr / 2:g}): make train {resume}SET=\"learning_rate={lr / 2:g}\"")
+        advice.append(f"halve the learning rate ({lr:g} -> {lr / 2:g}): {again}SET=\"learning_rate={lr / 2:g}\"")
     if not report.get("max_grad_norm"):
         advice.append("enable gradient clipping: SET=\"max_grad_norm=1.0\"")
     step = report.get("step")
@@ -37,7 +39,7 @@ def rank(report: dict[str, Any], arch: Arch | None, run_name: str, checkpoint: s
     return advice
 
 
-def _preference(report: dict[str, Any], resume: str) -> list[str]:
+def _preference(report: dict[str, Any], again: str) -> list[str]:
     """A DPO/KTO run's own failure modes first (the watchdog's cause says which)."""
     if report.get("stage") not in ("dpo", "kto"):
         return []
@@ -46,9 +48,9 @@ def _preference(report: dict[str, Any], resume: str) -> list[str]:
     closer = f"raise pref_beta ({beta:g} -> {beta * 2:g}) to keep the policy nearer the reference"
     if "chosen log-probability" in cause:
         return [f"add an SFT term that keeps the chosen answers likely, and {closer}: "
-                f"make train {resume}SET=\"pref_ftx=0.5 pref_beta={beta * 2:g}\""]
+                f"{again}SET=\"pref_ftx=0.5 pref_beta={beta * 2:g}\""]
     if "reward margin" in cause:
-        return [f"{closer}: make train {resume}SET=\"pref_beta={beta * 2:g}\""]
+        return [f"{closer}: {again}SET=\"pref_beta={beta * 2:g}\""]
     if "reverse" in cause:
         return ["check that `chosen` holds the preferred answer and `rejected` the other: swapped columns teach "
                 "the reverse (`make data` shows each row's fields)"]

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..io.problems import Problem, raise_if_errors
-from ..io.yamlio import parse_yaml
+from ..io.yamlio import LimitError, parse_yaml
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _ITEM_START = re.compile(r"""['"]?[A-Za-z_][A-Za-z0-9_.\-]*=""")
@@ -53,6 +53,9 @@ def parse_overrides(items: Iterable[str], project_keys: Iterable[str] = ()) -> l
             continue
         try:
             value = parse_yaml(raw) if raw.strip() else None
+        except LimitError as exc:
+            problems.append(Problem("SET", key, str(exc.problem), "write the value out in full"))
+            continue
         except yaml.YAMLError:
             value = raw  # an unquotable string such as `a: b` is taken literally
         segments = key.split(".")

@@ -1,5 +1,6 @@
 """A recipe's `env:` is code too. A variable there can send the job's requests elsewhere (HF_ENDPOINT, a
-`*_BASE_URL`, a CA bundle) or run code before any of ours (LD_PRELOAD, PYTHONPATH, BASH_ENV). A recipe copied
+`*_BASE_URL`, a CA bundle) or run code before any of ours (LD_PRELOAD, PYTHONPATH, BASH_ENV) or in a build the job
+does (PATH's ninja, CC, ROCM_PATH's hipcc, CFLAGS). A recipe copied
 from a post or a colleague runs such a variable only when the user says so for that command
 (TRUST_RECIPE_ENV=1), and a secret never goes to a job whose recipe redirects the service it authenticates to,
 opt-in or not: the token would be sent to that address with the first request."""
@@ -13,10 +14,18 @@ from ..io.problems import Problem
 
 OPT_IN = "TRUST_RECIPE_ENV"
 # Where a job connects to: the service's address, a proxy, the certificates that say who answers.
-REDIRECTS = ("HF_ENDPOINT", "HF_HUB_*", "*_BASE_URL", "*_ENDPOINT", "*_PROXY", "REQUESTS_CA_BUNDLE",
-             "CURL_CA_BUNDLE", "SSL_CERT_*")
+# MLFLOW_TRACKING_URI is MLflow's server address: a recipe setting it would receive the user's MLflow credentials.
+REDIRECTS = ("HF_ENDPOINT", "HF_HUB_*", "*_BASE_URL", "*_ENDPOINT", "*_TRACKING_URI", "*_PROXY",
+             "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_*")
 # What the dynamic loader, Python or bash read before the job's own code.
 LOADERS = ("LD_*", "PYTHON*", "BASH_ENV")
+# What a build in the job runs and reads (issue 43, N9): DeepSpeed's op builder and torch's cpp_extension JIT-compile
+# on first use (CPU Adam, shm comm) and find ninja by PATH, the compilers by CC/CXX (ROCm: ROCM_PATH/HIP_PATH's
+# hipcc), headers and libraries by the search paths; a flag variable can load a compiler plugin (-fplugin=).
+TOOLCHAIN = ("PATH", "CC", "CXX", "CPP", "LD", "AS", "AR", "NVCC", "HIPCC", "HIPCC_*", "CPATH", "C_INCLUDE_PATH",
+             "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "COMPILER_PATH", "GCC_EXEC_PREFIX", "CFLAGS", "CXXFLAGS",
+             "CPPFLAGS", "LDFLAGS", "ROCM_PATH", "ROCM_HOME", "ROCM_ROOT", "HIP_PATH", "HIP_CLANG_PATH",
+             "HIP_DEVICE_LIB_PATH", "CUDA_HOME", "CUDA_PATH", "PKG_CONFIG_*", "CMAKE_*")
 # Certificates decide who may answer for every host: with them replaced, no secret is safe. A proxy is not in
 # here: HTTPS passes through it as an opaque tunnel.
 ALL_SERVICES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_*")
@@ -30,7 +39,7 @@ def _matches(name: str, patterns: Iterable[str]) -> bool:
 
 def guarded(env: Mapping[str, str]) -> list[str]:
     """The recipe's variables that redirect a service or load code: each needs the opt-in."""
-    return [name for name in env if _matches(name, REDIRECTS + LOADERS)]
+    return [name for name in env if _matches(name, REDIRECTS + LOADERS + TOOLCHAIN)]
 
 
 def _service(name: str) -> str:
@@ -56,7 +65,7 @@ def problems(recipe_file: str, env: Mapping[str, str], host_env: Mapping[str, st
     out = []
     if not opted_in(host_env):
         for name in guarded(env):
-            kind = "loads code into the job" if _matches(name, LOADERS) else "sends the job's requests elsewhere"
+            kind = ("sends the job's requests elsewhere" if _matches(name, REDIRECTS) else "loads code into the job")
             out.append(Problem(recipe_file, f"env.{name}", f"{kind}: a recipe sets it only with your opt-in",
                                f"{OPT_IN}=1 to allow it for this command, if you trust this recipe"))
     for name in withheld(env, secrets):

@@ -36,7 +36,9 @@ RESILIENCE_KEYS = {"stop_grace_s": (10, 65535), "max_restarts": (0, 100), "max_r
 RESILIENCE_DEFAULTS = {"stop_grace_s": 300, "max_restarts": 0, "max_requeues": 3}
 # Environment variables that carry credentials: passed from the user's shell at launch, never stored.
 # A recipe's `secrets:` names more (names only; the values stay in the shell).
-SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "MODELSCOPE_API_TOKEN")
+# MLflow's own client reads its server's credentials from the MLFLOW_TRACKING_* three.
+SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "MODELSCOPE_API_TOKEN",
+              "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 # What looks like a credential, as an `env:` name or a LLaMA-Factory argument (hub_token, swanlab_api_key, ...):
 # never written into a recipe, a rendered file or a log.
 CREDENTIAL = re.compile(r"(token|key|password|passwd)$|secret", re.IGNORECASE)

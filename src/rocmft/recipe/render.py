@@ -21,7 +21,7 @@ from ..hardware import arches
 from ..io import paths
 from ..io.problems import Problem, raise_if_errors
 from ..io.safe_text import one_line
-from . import ds_presets, precision, rules
+from . import ds_presets, hub_push, precision, rules
 from .recipes import Recipe
 
 TRAIN_TEMPLATE = "train.yaml.j2"
@@ -68,6 +68,7 @@ def train_args(recipe: Recipe, run_path: str, prec: precision.Precision, resume_
         args.setdefault("data_shared_file_system", True)
     if resume_from:
         args["resume_from_checkpoint"] = resume_from
+    hub_push.render_default(args)
     return args
 
 

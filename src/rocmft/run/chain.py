@@ -22,7 +22,7 @@ from pathlib import Path
 from ..io import paths
 from ..io.problems import Problem, ProblemReport
 from ..recipe.recipes import Recipe
-from . import runs
+from . import pick
 from .adapters import upstream_adapters as upstream_adapters  # re-exported: cli/export.py, tests
 
 
@@ -42,12 +42,13 @@ def resolve(spec: str, recipe: Recipe) -> Start:
     is_run = spec == "last" or (folder / "train.yaml").is_file() or (paths.runs_dir() / spec / "train.yaml").is_file()
     if not is_run:
         return _folder(spec, folder, recipe)
+    run_dir, notes = pick.pick(spec, key="FROM")
     try:
-        t = target.load(target.resolve(spec))
+        t = target.load(run_dir)
     except ProblemReport as report:
         raise ProblemReport([Problem("", "FROM", p.message, p.suggestion) for p in report.problems]) from None
     lf = recipe.llamafactory
-    notes = [Problem("", "FROM", n.message, severity="note") for n in t.notes]
+    notes += [Problem("", "FROM", n.message, severity="note") for n in t.notes]
     for key, value in (("model_name_or_path", t.model), ("template", t.template)):
         if lf.get(key) and str(lf[key]) != str(value):
             notes.append(Problem(recipe.path, f"llamafactory.{key}", f"`{lf[key]}` replaced by `{value}`: FROM "
@@ -80,11 +81,3 @@ def _adapter(adapter: str, recipe: Recipe, export: str) -> list[str]:
                                      "LLaMA-Factory would train that adapter itself, against a reference without it",
                                      f"{export}, then FROM= the run: its merged export is used")])
     return [f"adapter_name_or_path={adapter}", "create_new_adapter=true"]
-
-
-def resumed_source(resume: str, recipe_name: str) -> str | None:
-    """What a run being resumed was started from (its status.json), so the resumed run starts there too."""
-    try:
-        return runs.read_status(runs.find(resume, recipe_name)).get("from_spec")
-    except ProblemReport:
-        return None

@@ -13,6 +13,11 @@ that restarted from zero (the Trainer skips a missing optimizer.pt silently). He
   holds model and optimizer states;
 - no file is cut short: a safetensors file is as long as its header says; a torch.save file (a zip) has its
   central directory, which is written last, at the end.
+
+The job wrote these files (a container's code, as your uid), and the host reads them (RESUME=, the "continue it"
+line, a diverged run's last good checkpoint): like every job file (io/hostio.py), never through a link (a linked
+checkpoint folder is not one of this run's), never a FIFO, a JSON within hostio's cap, a safetensors header
+within safetensors' own (issue 43, N12: a FIFO hung the launcher, an 8 GiB header was a MemoryError).
 """
 
 from __future__ import annotations
@@ -21,14 +26,18 @@ import json
 import os
 import re
 import struct
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..io import hostio
 
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 _BINARY = (".safetensors", ".bin", ".pt", ".pth")
+SAFETENSORS_HEADER_LIMIT = 100_000_000  # the safetensors library's own cap on a header (MAX_HEADER_SIZE)
+ZIP_END, ZIP_END_SEARCH = b"PK\x05\x06", 22 + 65535  # a zip's end record and how far from the end it can start
+TAG_LIMIT = 4096  # DeepSpeed's `latest`: a tag name
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ def listed(output_dir: Path) -> list[tuple[int, Path]]:
         return []
     for path in entries:
         match = _NAME.match(path.name)
-        if match and path.is_dir():
+        if match and hostio.is_folder(path):
             found.append((int(match.group(1)), path))
     return sorted(found)
 
@@ -59,11 +68,13 @@ def problem(checkpoint: Path) -> str | None:
     match = _NAME.match(checkpoint.name)
     if not match:
         return "not a checkpoint-N folder"
-    try:
-        state = json.loads((checkpoint / "trainer_state.json").read_text())
-    except FileNotFoundError:
+    state_file = checkpoint / "trainer_state.json"
+    if not os.path.lexists(state_file):
         return "no trainer_state.json: the save did not finish"
-    except (OSError, ValueError):
+    if not hostio.is_regular(state_file):
+        return "trainer_state.json is not a regular file"
+    state = hostio.read_json(state_file, kind=object)
+    if state is None:
         return "trainer_state.json is cut off"
     if not isinstance(state, dict) or state.get("global_step") != int(match.group(1)):
         return f"trainer_state.json names step {state.get('global_step') if isinstance(state, dict) else '?'}"
@@ -73,14 +84,14 @@ def problem(checkpoint: Path) -> str | None:
     if tag_dir is None:
         if not _has_weights(checkpoint):
             return "no weights (adapter_model / model safetensors)"
-        missing = [n for n in ("optimizer.pt", "scheduler.pt") if not (checkpoint / n).is_file()]
+        missing = [n for n in ("optimizer.pt", "scheduler.pt") if not hostio.is_regular(checkpoint / n)]
         if missing:
             return f"no {' or '.join(missing)}: the optimizer would restart from zero"
     for folder in (checkpoint, tag_dir):
         if folder is None:
             continue
         for path in sorted(folder.iterdir()):
-            if path.suffix in _BINARY and path.is_file():
+            if path.suffix in _BINARY and hostio.is_regular(path):
                 cut = _cut_short(path)
                 if cut:
                     return f"{path.relative_to(checkpoint)} {cut}"
@@ -118,11 +129,12 @@ def _deepspeed_tag(checkpoint: Path) -> tuple[Path | None, str | None]:
     """(DeepSpeed's tag folder, problem) for a DeepSpeed checkpoint; (None, None) for any other."""
     latest = checkpoint / "latest"
     tags = sorted(checkpoint.glob("global_step*"))
-    if not latest.is_file():
+    text = hostio.read_text(latest, TAG_LIMIT)
+    if text is None:
         return (None, "global_step* without DeepSpeed's `latest`: the save did not finish") if tags else (None, None)
-    tag = latest.read_text().strip()
+    tag = text.strip()
     folder = checkpoint / tag
-    if not tag or not folder.is_dir():
+    if not tag or "/" in tag or tag in (".", "..") or not hostio.is_folder(folder):
         return None, f"`latest` names {tag or 'nothing'}, which is not there"
     if not list(folder.glob("*model_states.pt")):
         return None, f"{tag}/ holds no model states"
@@ -132,29 +144,32 @@ def _deepspeed_tag(checkpoint: Path) -> tuple[Path | None, str | None]:
 
 
 def _has_weights(checkpoint: Path) -> bool:
-    if any((checkpoint / name).is_file() for name in WEIGHTS):
+    if any(hostio.is_regular(checkpoint / name) for name in WEIGHTS):
         return True
     for name in INDEXES:
-        try:
-            index = json.loads((checkpoint / name).read_text())
-        except (OSError, ValueError):
-            continue
-        shards = set((index.get("weight_map") or {}).values())
-        if shards and all((checkpoint / shard).is_file() for shard in shards):
+        index = hostio.read_json(checkpoint / name)
+        weight_map = index.get("weight_map") if index else None
+        shards = {str(v) for v in weight_map.values()} if isinstance(weight_map, dict) else set()
+        if shards and all("/" not in shard and hostio.is_regular(checkpoint / shard) for shard in shards):
             return True
     return False
 
 
 def _cut_short(path: Path) -> str | None:
-    """Why the file is cut short, or None. Reads a header or the zip directory only (cheap for large files)."""
+    """Why the file is cut short, or None. Reads a header or the zip's end record only (cheap for large files)."""
+    fh = hostio.open_regular(path)
+    if fh is None:
+        return "cannot be read (not a regular file)"
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(8)
             if path.suffix == ".safetensors":
                 if len(head) < 8:
                     return "is empty or cut off"
                 (length,) = struct.unpack("<Q", head)
+                if length > SAFETENSORS_HEADER_LIMIT:
+                    return f"claims a {length}-byte header: not a safetensors file"
                 if 8 + length > size:
                     return f"is cut off ({size} bytes, its header alone needs {8 + length})"
                 header = json.loads(fh.read(length))
@@ -162,12 +177,11 @@ def _cut_short(path: Path) -> str | None:
                 if 8 + length + end > size:
                     return f"is cut off ({size} of {8 + length + end} bytes)"
                 return None
+            if head[:2] == b"PK":  # torch.save's zip format; older pickles are not judged
+                # the end of central directory record, written last: in the file's last 22 bytes + its comment
+                fh.seek(max(0, size - ZIP_END_SEARCH))
+                if ZIP_END not in fh.read(ZIP_END_SEARCH):
+                    return "is cut off (no zip directory at its end)"
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
         return "cannot be read"
-    if head[:2] == b"PK":  # torch.save's zip format; older pickles are not judged
-        try:
-            with zipfile.ZipFile(path):
-                return None
-        except (zipfile.BadZipFile, OSError):
-            return "is cut off (no zip directory at its end)"
     return None if size else "is empty"

@@ -34,6 +34,10 @@ from ..recipe import stages
 from .jobfiles import EVENTS as EVENTS_FILE
 from .jobfiles import job_file
 
+# The job's own lines about a signal it got (callbacks/stop.py) begin so: they stay in train.log for whoever reads
+# the job's output, and the terminal leaves them out (launch/joblog.py): the launcher says how the run stops, in
+# the name of the signal the user sent (a Ctrl-C reaches the job as the launcher's SIGTERM).
+SIGNAL_LINE = "[rocmft] job: "
 NUMBERS = ("loss", "grad_norm", "learning_rate", "epoch", "tokens_per_s_per_gpu", "elapsed_s", "eta_s",
            "peak_memory_gib", "time", *stages.SIGNALS)
 INTEGERS = ("step", "max_steps", "start_step", "attempt", "restart", "world_size", "tokens_seen")

@@ -40,6 +40,8 @@ from ..io.problems import Problem, ProblemReport
 from .jobfiles import JOB_DIR, job_dir, job_file  # noqa: F401  (the run dir's job folder: runs.job_dir)
 
 STATES = ("rendered", "running", "requeued", "succeeded", "failed", "interrupted", "diverged")
+# The command that made a run dir (status.json `made_by`): only `train` runs are `last` (run/pick.py).
+MADE_BY = ("train", "dry-run", "render", "canary", "bench")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -229,6 +231,7 @@ class RunInfo:
     last_step: int | None = None
     max_steps: int | None = None
     stage: str = "sft"
+    made_by: str = "train"  # MADE_BY: which command made the run dir
 
 
 def all_runs() -> list[RunInfo]:
@@ -241,7 +244,7 @@ def all_runs() -> list[RunInfo]:
             continue
         status = read_status(run_dir)
         state = status.get("state", "rendered")
-        if state == "running" and not _alive(status):
+        if state == "running" and not alive(status):
             state = "interrupted"  # the launcher died without saying how the run ended
         # the job's events first (what a running run has too); trainer_log.jsonl for runs from before them
         from . import events
@@ -254,12 +257,26 @@ def all_runs() -> list[RunInfo]:
                              (ended - started) if started and ended else None, started,
                              code if isinstance(code, int) else None,
                              t.tokens_per_s_per_gpu, t.last_step, t.max_steps,
-                             status.get("stage") or t.stage or _stage(run_dir)))
+                             status.get("stage") or t.stage or _stage(run_dir), made_by(run_dir, status)))
     return sorted(infos, key=lambda r: (r.started or r.path.stat().st_mtime, r.path.name))
 
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def made_by(run_dir: Path, status: dict[str, Any]) -> str:
+    """Which command made the run dir: status.json says so; a run dir from before it did is judged by what it
+    holds (a canary's name, a bench record, a dry run's versions.json, a render's state)."""
+    if status.get("made_by") in MADE_BY:
+        return str(status["made_by"])
+    if "-canary-" in run_dir.name:
+        return "canary"
+    if (run_dir / "bench.json").is_file():  # bench.record.BENCH_FILE
+        return "bench"
+    if (hostio.read_json(run_dir / "versions.json") or {}).get("dry_run"):
+        return "dry-run"
+    return "render" if status.get("state", "rendered") == "rendered" else "train"
 
 
 def _stage(run_dir: Path) -> str:
@@ -271,7 +288,7 @@ def _stage(run_dir: Path) -> str:
     return str(args.get("stage") or "sft") if isinstance(args, dict) else "?"
 
 
-def _alive(status: dict[str, Any]) -> bool:
+def alive(status: dict[str, Any]) -> bool:
     pid = status.get("launcher_pid")
     if not pid or status.get("host") != os.uname().nodename:
         return True  # not ours to judge (another host, or a container runtime that reports itself)
@@ -282,53 +299,6 @@ def _alive(status: dict[str, Any]) -> bool:
         return False
     except PermissionError:
         return True
-
-
-def find(spec: str, recipe_name: str | None = None) -> Path:
-    """RESUME/RUN: a run dir path, a run name under runs/, or `last` (newest run, of this recipe if given)."""
-    if spec == "last":
-        candidates = [r for r in all_runs() if (recipe_name is None or r.recipe == recipe_name) and _mine(r.path)]
-        if not candidates:
-            raise ProblemReport([Problem("", "RESUME", f"no earlier run{' of ' + recipe_name if recipe_name else ''} to resume")])
-        return max(candidates, key=lambda r: (_started(r), r.path.name)).path
-    for path in (Path(spec), paths.runs_dir() / spec):
-        if (path / "train.yaml").is_file():
-            return path.resolve()
-    raise ProblemReport([Problem("", "RUN", f"`{spec}` is not a run directory (no train.yaml)", "see `make runs`")])
-
-
-def _mine(run_dir: Path) -> bool:
-    """`last` is one of your own runs: in a shared runs folder another user's dir (its checkpoint is unpickled
-    by RESUME, its train.yaml loaded by chat) is never picked for you. Named with RUN=/RESUME= it still loads,
-    with a note (run_trust)."""
-    try:
-        return run_dir.stat().st_uid == os.getuid()
-    except OSError:
-        return False
-
-
-def _started(run: RunInfo) -> float:
-    """When a run began, for `last`. status.json is the job's to write (its container has the run dir), so its
-    `started` counts only where the kernel's clock agrees: never later than the dir's last change (ctime, which
-    no one can set), give or take a second of clock granularity. A job can make its run look as new as its last
-    write, never newer than that."""
-    changed = run.path.stat().st_ctime
-    started = run.started if isinstance(run.started, (int, float)) and not isinstance(run.started, bool) else None
-    return started if started and started <= changed + 1 else changed
-
-
-def resume_checkpoint(spec: str, recipe_name: str) -> tuple[Path, list[Problem]]:
-    """RESUME=: the run's newest complete checkpoint, and a warning for each newer one that is not."""
-    from .checkpoints import newest_complete
-
-    run_dir = find(spec, recipe_name)
-    found, skipped = newest_complete(job_dir(run_dir))
-    warnings = [Problem("", "RESUME", f"{relative(s.path)} is incomplete ({s.why}): skipped", severity="warning")
-                for s in skipped]
-    if found is None:
-        raise ProblemReport(warnings + [Problem("", "RESUME", f"{relative(run_dir)} has no complete checkpoint to resume from",
-                                                "checkpoints are written every `save_steps` steps into output/checkpoint-N")])
-    return found, warnings
 
 
 def utc_iso(ts: float | None) -> str:

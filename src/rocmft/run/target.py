@@ -50,28 +50,6 @@ class Target:
         return f"{self.model} ({'merged export' if self.source == 'merged' else 'full fine-tune'})"
 
 
-def resolve(spec: str) -> Path:
-    """RUN=<dir>|<name>|last -> the run dir; `last` is the newest run."""
-    spec = (spec or "").strip() or "last"
-    if spec == "last":
-        found = runs.all_runs()
-        if not found:
-            raise ProblemReport([Problem("", "RUN", f"no run yet in {runs.relative(_runs_dir())}",
-                                         "train one first: `make demo` (CPU) or `make train RECIPE=...`")])
-        return found[-1].path
-    try:
-        return runs.find(spec)
-    except ProblemReport:
-        raise ProblemReport([Problem("", "RUN", f"unknown run `{spec}`: not a run directory (no train.yaml)",
-                                     "`make runs` lists them; RUN=last for the newest")]) from None
-
-
-def _runs_dir() -> Path:
-    from ..io import paths
-
-    return paths.runs_dir()
-
-
 def _has_adapter(folder: Path) -> bool:
     return any((folder / name).is_file() for name in ADAPTER_FILES)
 

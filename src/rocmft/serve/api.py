@@ -26,6 +26,23 @@ def without_docs(app):
     return app
 
 
+def with_readiness(app, secret: str, model: str):
+    """The launcher's "are you ready?" (serve/ports.proves_ready): a fresh challenge in, the proof only the holder of
+    this server's one-time secret can compute out. Keyless on purpose: the launcher never sends the key to whatever
+    answers on the port (issue 43, N4); the proof tells nothing of the key or the model."""
+    from fastapi.responses import JSONResponse
+
+    from rocmft.serve.plan import READY_PATH, ready_proof
+
+    def ready(challenge: str = ""):
+        if not secret or not 16 <= len(challenge) <= 128:
+            return JSONResponse({"detail": "not found"}, status_code=404)
+        return {"proof": ready_proof(secret, challenge, model)}
+
+    app.add_api_route(READY_PATH, ready, methods=["GET"], include_in_schema=False)
+    return app
+
+
 def main(argv: list[str] | None = None) -> int:
     # create_app turns the key check off when API_KEY is empty: never serve like that
     if len(os.environ.get("API_KEY", "")) < MIN_KEY_CHARS:
@@ -36,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     from llamafactory.api.app import create_app
     from llamafactory.chat import ChatModel
 
+    from rocmft.serve.plan import READY_ENV
+
     app = without_docs(create_app(ChatModel(list(sys.argv[1:] if argv is None else argv))))
+    app = with_readiness(app, os.environ.get(READY_ENV, ""), os.environ.get("API_MODEL_NAME", ""))
     uvicorn.run(app, host=os.environ.get("API_HOST", "127.0.0.1"), port=int(os.environ.get("API_PORT", "8000")))
     return 0
 

@@ -73,7 +73,7 @@ def serve(plan: ServePlan, handle: Handle, log_path: Path, *, ready_lines: Calla
           verbose: bool = False, say: Callable[[str], None] | None = None,
           probe: Callable[[str], bool] = ports.answers) -> int:
     """Run until the server ends or a signal asks it to. 0 when stopped by Ctrl-C/SIGTERM. `probe(ready_url)`:
-    True once it is our server that answers (`ports.serves_model` for the API)."""
+    True once it is our server that answers (`ports.proves_ready` for the API)."""
     say = say or (lambda text: print(for_terminal(f"[rocmft] {text}"), flush=True))  # names from the run dir
     stopping: list[int] = []
     stoppers: list[threading.Thread] = []
@@ -94,7 +94,7 @@ def serve(plan: ServePlan, handle: Handle, log_path: Path, *, ready_lines: Calla
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     ready, code = False, None
     pump = Pump(handle.chunks(), log_path, show=verbose)
-    pump.hide_once = f"GET {urllib.parse.urlsplit(plan.ready_url).path} " if plan.kind == "api" else ""
+    pump.hide_once = f"GET {urllib.parse.urlsplit(plan.ready_url).path}?" if plan.kind == "api" else ""
     try:
         pump.start()
         ready = ports.wait_ready(plan.ready_url, handle.alive, lambda: bool(stopping), probe=probe)

@@ -48,6 +48,11 @@ CLI = "llamafactory-cli"
 KEY_ENV = "ROCMFT_API_KEY"  # the user's key for `make serve`; the server itself reads API_KEY
 SERVER_KEY_ENV = "API_KEY"  # what LLaMA-Factory's API reads (llamafactory/api/app.py)
 MIN_KEY_CHARS = 16  # shorter is guessable; a generated key has 32 (serve/api.py refuses shorter too)
+# "Is it ready?" goes to whatever holds the port, which may be a program that took it while the model loads (issue
+# 43, N4): never with the key. The launcher asks READY_PATH with a fresh challenge, and only the server it started,
+# which holds this one-time secret (by name, as API_KEY), can answer its HMAC (`ready_proof`).
+READY_ENV = "ROCMFT_READY_SECRET"
+READY_PATH = "/rocmft/ready"
 
 
 @dataclass(frozen=True)
@@ -83,8 +88,8 @@ class ServePlan:
 
     @property
     def ready_url(self) -> str:
-        """What answers once the model is loaded (a 401 without the key still means ready)."""
-        return f"{self.url}/models" if self.kind == "api" else self.url
+        """What answers once the model is loaded: the API's readiness proof (`ready_proof`), LlamaBoard's page."""
+        return f"{self.url.removesuffix('/v1')}{READY_PATH}" if self.kind == "api" else self.url
 
 
 def infer_args(target: Target, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,7 +151,7 @@ def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, po
     if runtime == "docker":
         env["PYTHONPATH"] = "src"  # serve/api.py from the mounted checkout, as for `ask`
     return ServePlan("api", runtime, target.arch, ("python", "-m", "rocmft.serve.api", *lf_argv(args)), env,
-                     (SERVER_KEY_ENV,), host, port, args, target.name)
+                     (SERVER_KEY_ENV, READY_ENV), host, port, args, target.name)
 
 
 def api_key_env(caller_env: Mapping[str, str]) -> tuple[dict[str, str], str | None, list[Problem]]:
@@ -166,7 +171,17 @@ def api_key_env(caller_env: Mapping[str, str]) -> tuple[dict[str, str], str | No
                                 f"be another service's): rocmft's key is {KEY_ENV}", f"export {KEY_ENV} to choose "
                                 "one", severity="note"))
     generated = None if key else random_secrets.token_urlsafe(24)
-    return {**caller_env, SERVER_KEY_ENV: key or generated}, generated, problems
+    ready = random_secrets.token_urlsafe(32)
+    return {**caller_env, SERVER_KEY_ENV: key or generated, READY_ENV: ready}, generated, problems
+
+
+def ready_proof(secret: str, challenge: str, model: str) -> str:
+    """What only the holder of this server's one-time secret can answer to a challenge (HMAC-SHA256 over the
+    challenge and the served model's name)."""
+    import hashlib
+    import hmac
+
+    return hmac.new(secret.encode(), f"{challenge}\n{model}".encode(), hashlib.sha256).hexdigest()
 
 
 def webui(arch: str, runtime: str, host: str, port: int) -> ServePlan:

@@ -62,19 +62,25 @@ def answers(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def serves_model(url: str, key: str, model: str, timeout: float = 2.0) -> bool:
-    """Our API server, not just any: `/v1/models` with the key lists the model we serve. Another program on the
-    port (one that took it between our check and the server's bind) answers something else, and must never
-    be told "ready" - the key is printed then, and clients would send it prompts."""
+def proves_ready(url: str, secret: str, model: str, timeout: float = 2.0) -> bool:
+    """Our API server, not whatever took the port: asked with a fresh random challenge, it answers the proof only
+    the holder of this server's one-time secret can compute (plan.ready_proof). The request carries no key: a
+    program that took the port between our check and the server's bind learns a challenge, nothing it can use
+    (issue 43, N4), and is never told "ready" (the key is printed then, and clients would send it prompts)."""
+    import hmac
+    import secrets
+    import urllib.parse
+
+    from .plan import ready_proof
+
+    challenge = secrets.token_hex(16)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
     try:
-        with opener.open(request, timeout=timeout) as answer:
-            listed = json.loads(answer.read(65536))
-    except (OSError, ValueError):  # HTTPError (a 401: not our key) is an OSError
+        with opener.open(f"{url}?{urllib.parse.urlencode({'challenge': challenge})}", timeout=timeout) as answer:
+            proof = json.loads(answer.read(4096)).get("proof")
+    except (OSError, ValueError, AttributeError):  # HTTPError is an OSError; a list has no .get
         return False
-    data = listed.get("data") if isinstance(listed, dict) else None
-    return isinstance(data, list) and any(isinstance(m, dict) and m.get("id") == model for m in data)
+    return isinstance(proof, str) and hmac.compare_digest(proof, ready_proof(secret, challenge, model))
 
 
 def wait_ready(url: str, alive: Callable[[], bool], stop: Callable[[], bool] = lambda: False,

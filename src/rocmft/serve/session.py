@@ -12,7 +12,7 @@ from ..hardware import arches
 from ..hardware.arches import Arch
 from ..io.problems import Problem, ProblemReport
 from ..launch.plan import devices_from_env, parse_gpus
-from ..run import run_trust
+from ..run import pick, run_trust
 from ..run import target as serve_target
 from . import plan as serve_plan
 from . import settings as serve_settings
@@ -34,7 +34,8 @@ def for_run(run: str, set_string: str, runtime: str | None, gpus: str | None,
     problems: list[Problem] = []
     target = settings = arch = None
     try:
-        run_dir = serve_target.resolve(run)
+        run_dir, picked = pick.pick(run, key="RUN")
+        problems += picked
         target = serve_target.load(run_dir)
         problems += run_trust.foreign_notes(run_dir, "RUN")
         problems += run_trust.remote_code_allowed(target.run_path, target.carried, env)

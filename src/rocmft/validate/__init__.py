@@ -25,11 +25,11 @@ def check_stack(args: dict[str, Any], ds_config: str | None, arch_name: str, wor
     Needs the training stack: it runs in the venv or inside the arch's image (`validate.where`)."""
     from . import deepspeed as ds_check
     from . import llamafactory as lf_check
-    from . import quantization
+    from . import quantization, template
 
     arch = arches.table().get(arch_name)
     lf = lf_check.check(args, train_file, arch)
-    problems = list(lf.problems) + quantization.check(args, ds_config, arch, train_file)
+    problems = list(lf.problems) + quantization.check(args, ds_config, arch, train_file) + template.check(args, train_file)
     if ds_config is not None:
         problems += ds_check.check(json.loads(ds_config), ds_file, lf.hf_args, world_size)
     return problems + lf.notes

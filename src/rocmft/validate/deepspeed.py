@@ -21,6 +21,24 @@ KNOWN_WRONG = {
     "monitor_config": "DeepSpeed reads `tensorboard`, `wandb`, `csv_monitor` and `comet` as top-level keys",
 }
 
+# The top-level keys DeepSpeedConfig (0.19.8, the lock's) reads, as _Watched sees them: known without importing
+# DeepSpeed, for a host that has none (`make import` on a light host judges a JSON by them: importer/source.py).
+# tests/unit/validate/test_deepspeed.py keeps it equal to what the installed DeepSpeed reads.
+TOP_LEVEL_KEYS = frozenset({
+    "activation_checkpointing", "aio", "amp", "autotuning", "bf16", "bfloat16", "checkpoint", "comet",
+    "comms_logger", "communication_data_type", "compile", "compression_training", "csv_monitor",
+    "curriculum_learning", "data_efficiency", "data_types", "dataloader_drop_last", "datastates_ckpt",
+    "disable_allgather", "disable_python_gc", "dump_state", "eigenvalue", "elasticity", "expert_parallel",
+    "flops_profiler", "fp16", "gradient_accumulation_steps", "gradient_allreduce_op", "gradient_clipping",
+    "gradient_predivide_factor", "graph_harvesting", "hybrid_engine", "log_level", "managed_gradient_accumulation",
+    "memory_breakdown", "nebula", "optimizer", "pipeline", "prescale_gradients", "progressive_layer_drop",
+    "quantize_training", "scheduler", "seq_parallel_communication_data_type", "sparse_attention", "sparse_gradients",
+    "steps_per_print", "tensor_parallel", "tensorboard", "timers", "torch_autocast", "train_batch_size",
+    "train_micro_batch_size_per_gpu", "use_data_before_expert_parallelism", "vocabulary_size",
+    "wall_clock_breakdown", "wandb", "weight_quantization", "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer", "zero_optimization",
+})
+
 # Filled from the model's hidden size at train time (HF integration, trainer_config_finalize): no value yet.
 _HIDDEN_SIZE_AUTO = ("reduce_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold")
 

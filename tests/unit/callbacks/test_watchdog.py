@@ -47,13 +47,14 @@ def test_early_noise_is_tolerated():
 def test_advice_is_ranked_for_the_arch():
     report = {"precision": "fp16", "learning_rate": 2e-4, "max_grad_norm": 0, "step": 7,
               "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4, "world_size": 8, "seed": 42}
-    lines = advice.rank(report, arches.table()["gfx942"], "run-1", "runs/run-1/output/checkpoint-5")
+    again = "make train RECIPE=llama3-8b-z3 RESUME=run-1"
+    lines = advice.rank(report, arches.table()["gfx942"], again, "runs/run-1/output/checkpoint-5")
     assert lines[0].startswith("switch precision fp16 -> bf16")
-    assert "learning_rate=0.0001" in lines[1] and "RESUME=run-1" in lines[1]
+    assert lines[1].endswith(f'{again} SET="learning_rate=0.0001"')  # the whole command, its recipe included
     assert "max_grad_norm=1.0" in lines[2]
     assert "64 rows per step" in lines[3]
-    old = advice.rank(report, arches.table()["gfx1030"], "run-1", None)
-    assert old[0].startswith("switch precision fp16 -> fp32") and "RESUME" not in old[1]
+    old = advice.rank(report, arches.table()["gfx1030"], "make train RECIPE=x", None)
+    assert old[0].startswith("switch precision fp16 -> fp32") and old[1].endswith('make train RECIPE=x SET="learning_rate=0.0001"')
 
 
 # ---------------------------------------------------------------- collapse: a dead network is a failed run
@@ -105,7 +106,7 @@ def test_a_healthy_run_near_ln_vocab_from_the_start_is_not_a_collapse():
 
 
 def test_advice_for_a_collapse_lowers_the_learning_rate_tenfold():
-    lines = advice.rank({"reason": "collapsed", "learning_rate": 1000.0, "step": 5}, None, "tiny-cpu-x", None)
+    lines = advice.rank({"reason": "collapsed", "learning_rate": 1000.0, "step": 5}, None, "make train RECIPE=tiny-cpu", None)
     assert lines[0].startswith("lower the learning rate tenfold (1000 -> 100)")
     assert 'SET="learning_rate=100"' in lines[0]
 

@@ -131,12 +131,13 @@ def test_the_callback_logs_step_one_prints_the_warning_and_reports_the_preferenc
                       logs=logs(0.0, 99.0, 1.0, -99.0))
     report = json.loads((tmp_path / "output" / "diverged.json").read_text())
     assert report["stage"] == "dpo" and report["pref_beta"] == 0.1 and report["reward_margin_tail"][-1] == [3, 99.0]
-    lines = advice.rank(report, None, "tiny-cpu-dpo-x", None)
-    assert lines[0] == 'raise pref_beta (0.1 -> 0.2) to keep the policy nearer the reference: make train SET="pref_beta=0.2"'
+    lines = advice.rank(report, None, "make train RECIPE=tiny-cpu-dpo", None)
+    assert lines[0] == ('raise pref_beta (0.1 -> 0.2) to keep the policy nearer the reference: '
+                        'make train RECIPE=tiny-cpu-dpo SET="pref_beta=0.2"')
 
 
 def test_advice_for_a_chosen_collapse_adds_an_sft_term():
     report = {"stage": "dpo", "pref_beta": 0.1, "learning_rate": 1e-5, "step": 9,
               "cause": "chosen log-probability collapsed: 4.5x the reference model's ..."}
-    first = advice.rank(report, None, "r", "runs/r/output/checkpoint-5")[0]
-    assert first.startswith("add an SFT term") and 'RESUME=r SET="pref_ftx=0.5 pref_beta=0.2"' in first
+    first = advice.rank(report, None, "make train RECIPE=x RESUME=r", "runs/r/output/checkpoint-5")[0]
+    assert first.startswith("add an SFT term") and first.endswith('make train RECIPE=x RESUME=r SET="pref_ftx=0.5 pref_beta=0.2"')

@@ -33,7 +33,7 @@ def test_unknown_run(env):
 
 
 def test_no_run_yet(env):
-    assert_refused(rocmft("serve", "last", env=env), "error: RUN: no run yet")
+    assert_refused(rocmft("serve", "last", env=env), "error: RUN: no training of yours in ")
 
 
 def test_run_with_no_adapter(env, tmp_path):

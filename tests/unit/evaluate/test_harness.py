@@ -94,6 +94,9 @@ def test_a_qlora_run_and_an_outside_yaml_in_a_container_are_refused(tmp_path):
         outside.unlink()
     target = Target(Path("runs/q"), "runs/q", "q", "cpu", "docker", "models/base", "runs/q/output", "llama3",
                     "adapter", {"quantization_bit": 4})
-    keys = [p.key for p in harness_plan.where_problems(target, chosen, "docker")]
+    keys = [p.key for p in harness_plan.where_problems(target, chosen, "docker", tmp_path, {})]
     assert keys == ["RUN", "TASKS"]
-    assert harness_plan.where_problems(_target("runs/r/output"), chosen, "local") == []
+    # locally, the same file is code from elsewhere (issue 43, N2): only with TRUST_TASK_CODE=1
+    [local] = harness_plan.where_problems(_target("runs/r/output"), chosen, "local", tmp_path, {})
+    assert "from outside eval_tasks/" in local.message and "TRUST_TASK_CODE=1" in local.suggestion
+    assert harness_plan.where_problems(_target("runs/r/output"), chosen, "local", tmp_path, {"TRUST_TASK_CODE": "1"}) == []

@@ -183,3 +183,22 @@ arches:
     got = arches.table(table)
     assert set(got["a"].image_packages) == {"deepspeed", "bitsandbytes"}
     assert set(got["b"].image_packages) == {"deepspeed", "liger-kernel"}
+
+
+def test_a_base_image_digest_pins_the_base_it_is_written_beside(tmp_path):
+    """`base_image_digest` (issue 43, L10) belongs to the base it is written beside: the ROCm arches take the
+    default's, an arch naming its own base_image (cpu) never does."""
+    import shutil
+
+    import yaml
+
+    from rocmft.io import paths
+
+    raw = yaml.safe_load(paths.arches_file().read_text())
+    raw["defaults"]["base_image_digest"] = "sha256:" + "a" * 64
+    (tmp_path / "docker").mkdir()
+    shutil.copytree(paths.arches_file().parents[1] / "requirements", tmp_path / "requirements")
+    (tmp_path / "docker" / "arches.yaml").write_text(yaml.safe_dump(raw))
+    pinned = arches.table(tmp_path / "docker" / "arches.yaml")
+    assert pinned["gfx942"].base_image_digest == "sha256:" + "a" * 64 and pinned["cpu"].base_image_digest == ""
+    assert TABLE["gfx942"].base_image_digest == ""  # the shipped table pins tags only (its comment says why)

@@ -90,8 +90,8 @@ def test_kernel_cache_key_excludes_lock_src_and_recipes(project, tmp_path):
     before = plan(project, "a" * 40)
     lock = project / "requirements" / "lock.txt"
     text = lock.read_text()
-    bumped = re.sub(r"^deepspeed==\S+$", "deepspeed==0.99.0", text, flags=re.MULTILINE)
-    bumped = re.sub(r"^peft==\S+$", "peft==9.9.9", bumped, flags=re.MULTILINE)
+    bumped = re.sub(r"^deepspeed==\S+", "deepspeed==0.99.0", text, flags=re.MULTILINE)
+    bumped = re.sub(r"^peft==\S+", "peft==9.9.9", bumped, flags=re.MULTILINE)
     assert bumped != text
     lock.write_text(bumped)
     (project / "src" / "rocmft" / "__init__.py").write_text("changed")
@@ -156,8 +156,7 @@ def test_a_host_kept_wheel_is_sent_instead_of_compiling(tmp_path):
     assert [n for n, _ in context.kernel_members(fresh)] == ["kernels", "kernels/flash_attn-2.8.3.post2.tar.gz",
                                                              "kernels/kernel_probe.py"]
     wheel = Path(fresh.kernel_cache) / "flash_attn-2.8.3.post2-cp312-cp312-linux_x86_64.whl"
-    wheel.parent.mkdir(parents=True)
-    wheel.write_text("wheel")
+    keep(wheel, b"wheel")
     again = build_plan(arch, versions, "c", offline=True, wheelhouse=str(folder), kernel_cache_root=str(folder),
                        kernel_sources=(str(sdist),))
     assert again.kernel_wheels == (str(wheel),)
@@ -169,6 +168,46 @@ def test_a_host_kept_wheel_is_sent_instead_of_compiling(tmp_path):
     from rocmft.image.wheelhouse import kept_kernel_wheels
 
     assert kept_kernel_wheels(folder) == [wheel]
+
+
+def keep(wheel: Path, data: bytes) -> None:
+    """A wheel as `make image` keeps it (build.keep_kernel_wheel): the file, and its sha256 in the folder's record."""
+    import hashlib
+    import json
+
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    wheel.write_bytes(data)
+    (wheel.parent / "record.json").write_text(json.dumps({"source": "built",
+                                                           "sha256": {wheel.name: hashlib.sha256(data).hexdigest()}}))
+
+
+def test_a_kept_wheel_that_is_not_the_one_built_is_never_sent(tmp_path):
+    """L10 (issue 43): a wheel in wheelhouse/<arch>/kernels/<key>/ was sent to every later build as it was found (a
+    wheelhouse is copied between hosts; anyone who could write the folder chose what the image runs). Swapped
+    after it was kept, or kept with no record (an older rocmft's, or planted), it is refused in one line each."""
+    from rocmft.io.problems import ProblemReport
+
+    arch, versions = arches.table()["gfx942"], from_lock()
+    folder = tmp_path / "wheelhouse" / "gfx942"
+
+    def plan():
+        return build_plan(arch, versions, "c", offline=True, wheelhouse=str(folder), kernel_cache_root=str(folder))
+
+    wheel = Path(plan().kernel_cache) / "flash_attn-2.8.3.post2-cp312-cp312-linux_x86_64.whl"
+    keep(wheel, b"the wheel the kernel stage built")
+    assert plan().kernel_wheels == (str(wheel),)
+    wheel.write_bytes(b"another wheel under its name")  # the swap
+    for record in ("as kept", "none"):
+        if record == "none":
+            (wheel.parent / "record.json").unlink()
+        try:
+            sent = plan().kernel_wheels
+        except ProblemReport as refused:
+            [problem] = refused.problems
+            assert problem.file == str(wheel) and "is not the wheel `make image` built and kept here" in problem.message
+            assert f"delete {wheel.parent}" in problem.suggestion
+            continue
+        pytest.fail(f"record {record}: the swapped wheel is sent to the build: {sent}")
 
 
 def stream(*chunks):

@@ -18,9 +18,13 @@ REQ = ROOT / "requirements"
 VERSIONS = Versions(project="0.1.0", llamafactory="0.9.5", deepspeed="0.19.8", torch_cpu="2.13.0")
 
 
-def plan_for(name: str, folder: Path, **kw) -> wheelhouse.WheelhousePlan:
-    return wheelhouse.wheelhouse_plan(arches.table()[name], VERSIONS, folder, lock=REQ / "lock.txt",
+def plan_for(name: str, folder: Path, hashed: bool = True, **kw) -> wheelhouse.WheelhousePlan:
+    """`hashed=False`: the completeness checks alone (their stand-in files are none of PyPI's)."""
+    import dataclasses
+
+    plan = wheelhouse.wheelhouse_plan(arches.table()[name], VERSIONS, folder, lock=REQ / "lock.txt",
                                       train=REQ / "train.txt", dev=REQ / "dev.txt", python="python3", **kw)
+    return plan if hashed else dataclasses.replace(plan, hashes={})
 
 
 def test_cpu_plan_resolves_the_lock_with_the_cpu_torch(tmp_path):
@@ -30,7 +34,8 @@ def test_cpu_plan_resolves_the_lock_with_the_cpu_torch(tmp_path):
     assert extra[-2:] == ("--no-deps", "bitsandbytes==0.50.2")
     assert cmd[:4] == ("python3", "-m", "pip", "download")
     assert "--no-build-isolation" in cmd  # the deepspeed sdist would otherwise pull a CUDA torch
-    assert cmd[cmd.index("-c") + 1] == str(REQ / "lock.txt")
+    # the lock's pins without their hashes (pip would read them as hash-checking mode for every requirement)
+    assert cmd[cmd.index("-c") + 1] == str(tmp_path / ".constraints.txt") and plan.lock == str(REQ / "lock.txt")
     assert "torch==2.13.0" in cmd and "deepspeed==0.19.8" in cmd and "--no-deps" not in cmd
     assert plan.required[0] == "torch==2.13.0"
     assert {"llamafactory==0.9.5", "deepspeed==0.19.8", "setuptools==84.2.1"} <= set(plan.required)
@@ -92,13 +97,13 @@ def _fill(folder: Path, plan: wheelhouse.WheelhousePlan, skip: str = "") -> None
 
 
 def test_check_passes_on_a_complete_wheelhouse(tmp_path):
-    plan = plan_for("cpu", tmp_path / "cpu")
+    plan = plan_for("cpu", tmp_path / "cpu", hashed=False)
     _fill(tmp_path / "cpu", plan)
     wheelhouse.check(plan, make_hint="make wheelhouse ARCH=cpu")
 
 
 def test_check_names_the_missing_wheel(tmp_path):
-    plan = plan_for("cpu", tmp_path / "cpu")
+    plan = plan_for("cpu", tmp_path / "cpu", hashed=False)
     _fill(tmp_path / "cpu", plan, skip="peft")
     with pytest.raises(ProblemReport) as info:
         wheelhouse.check(plan, make_hint="make wheelhouse ARCH=cpu")
@@ -109,7 +114,7 @@ def test_check_names_the_missing_wheel(tmp_path):
 
 def test_check_names_a_recorded_file_that_went_missing(tmp_path):
     folder = tmp_path / "cpu"
-    plan = plan_for("cpu", folder)
+    plan = plan_for("cpu", folder, hashed=False)
     _fill(folder, plan)
     (folder / wheelhouse.MANIFEST).write_text(json.dumps({"files": ["hjson-3.1.0-py3-none-any.whl"]}))
     with pytest.raises(ProblemReport) as info:
@@ -119,13 +124,33 @@ def test_check_names_a_recorded_file_that_went_missing(tmp_path):
 
 def test_check_refuses_torch_in_a_rocm_wheelhouse(tmp_path):
     folder = tmp_path / "gfx942"
-    plan = plan_for("gfx942", folder)
+    plan = plan_for("gfx942", folder, hashed=False)
     _fill(folder, plan)
     (folder / "torch-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
     (folder / "nvidia_cublas_cu12-12.8.4.1-py3-none-manylinux_2_27_x86_64.whl").write_bytes(b"")
     with pytest.raises(ProblemReport) as info:
         wheelhouse.check(plan, make_hint="make wheelhouse ARCH=gfx942")
     assert sorted(p.key for p in info.value.problems) == ["nvidia-cublas-cu12", "torch"]
+
+
+def test_a_file_that_is_not_pypis_is_refused_before_an_offline_build(tmp_path, capsys, monkeypatch):
+    """L10 (issue 43): an offline image installs whatever its wheelhouse holds, and nothing checked a file there
+    against anything but its name. A wheel under a locked name and version that is not PyPI's file (a mirror's,
+    a copied folder's) is refused by the check every offline build runs first, before Docker is asked; the
+    lock's real hashes judge it (requirements/lock.txt), and a file no hash covers (the CPU torch) is let through."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    folder = tmp_path / "cpu"
+    plan = plan_for("cpu", folder)
+    _fill(folder, plan_for("cpu", folder, hashed=False))
+    planted = folder / "peft-0.18.1-py3-none-any.whl"
+    planted.write_bytes(b"PK\x03\x04 not the peft PyPI has")
+    assert plan.hashes["peft"] and "torch" not in plan.hashes
+    problems, unchecked = wheelhouse.hash_problems(plan, make_hint="make wheelhouse ARCH=cpu")
+    assert planted.name in [p.key for p in problems] and "torch-2.13.0-py3-none-any.whl" in unchecked
+    assert main(["image", "cpu", "--offline", "--wheelhouse", str(folder)]) == 2
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if planted.name in x)
+    assert "not a file PyPI has for peft==0.18.1" in line and "Docker daemon" not in err
 
 
 def test_check_on_a_missing_folder_says_how_to_make_it(tmp_path):

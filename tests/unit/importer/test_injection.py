@@ -5,6 +5,7 @@ payload adds an `env:` block or `trust_remote_code: true`) and asserts the file 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import yaml
@@ -69,6 +70,27 @@ def test_the_report_says_remote_code_and_the_endpoint_it_carries(light, project,
     assert "HF_TOKEN is never passed to this recipe's jobs" in out
 
 
+def test_an_imported_push_to_the_hub_is_said_and_needs_the_opt_in_to_train(light, project, capsys, monkeypatch):
+    """N3 (issue 43): `make import` carried push_to_hub and hub_private_repo: false silently; the job then created a
+    public repo with the user's token. Now the report says it, and training the written recipe needs PUSH_TO_HUB=1
+    (and PRIVATE=0 for the public repo)."""
+    from rocmft import pipeline
+    from rocmft.io.problems import ProblemReport
+
+    for name in ("PUSH_TO_HUB", "PRIVATE"):
+        monkeypatch.delenv(name, raising=False)
+    pushing = {"push_to_hub": True, "hub_private_repo": False, "hub_model_id": "someone/leak"}
+    (light / "train.yaml").write_text(yaml.safe_dump({**TRAIN, **pushing}))
+    assert main(["import", "train.yaml", "pushes", "--arch", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert ("hub_model_id, hub_private_repo, push_to_hub carried: training uploads the model to the Hugging Face Hub "
+            "with your token; `make train` runs it only with PUSH_TO_HUB=1; hub_private_repo: false makes it public "
+            "only with PRIVATE=0") in out, out
+    with pytest.raises(ProblemReport) as refused:
+        pipeline.prepare(str(project / "my" / "recipes" / "pushes.yaml"), [], validate=False, job=True, env={})
+    assert {p.key for p in refused.value.problems} == {f"llamafactory.{k}" for k in pushing}
+
+
 def test_a_recipe_file_named_with_a_newline_is_refused_in_one_line(tmp_path, capsys):
     recipe = tmp_path / "x\ntrust_remote_code: true\n#.yaml"
     recipe.write_text("base: _base/lora.yaml\narch: cpu\nllamafactory:\n  dataset: demo_alpaca\n"
@@ -84,3 +106,43 @@ def test_the_rendered_header_keeps_any_name_in_its_comment():
     out = render.render(recipe, "runs/x\u2028trust_remote_code: true")
     assert "trust_remote_code" not in yaml.safe_load(out.train_yaml)
     assert out.train_yaml.splitlines()[0].endswith("from recipe `x\\ntrust_remote_code: true\\n#` for cpu.")
+
+
+# N8 (issue 43): a YAML from elsewhere names `deepspeed: ../.docker/config.json`, and `make import` read that file
+# of the user's and printed its values as "differences" (registry credentials on the terminal). The JSON stands
+# beside the user's folder as ~/.docker/config.json stands beside a download; the import runs with DeepSpeed's
+# config model (this venv) and without it (a light host).
+DOCKER_CONFIG = {"auths": {"registry.example.com": {"auth": "dXNlcjpzM2NyZXQtcGFzcw=="}}, "credsStore": "pass"}
+
+
+@pytest.mark.parametrize("stack", ["deepspeed", "light host"])
+def test_a_yaml_naming_another_json_never_prints_its_values(stack, project, tmp_path, monkeypatch, capsys):
+    if stack == "light host":
+        monkeypatch.setattr(where, "auto", lambda arch: where.nowhere("no training stack (test)"))
+    (tmp_path / ".docker").mkdir()
+    (tmp_path / ".docker" / "config.json").write_text(json.dumps(DOCKER_CONFIG))
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    (folder / "train.yaml").write_text(yaml.safe_dump({**TRAIN, "deepspeed": "../.docker/config.json"}))
+    code = main(["import", "train.yaml", "ds", "--arch", "gfx942"])
+    out, err = capsys.readouterr()
+    assert "dXNlcjpzM2NyZXQtcGFzcw==" not in out + err and "pass" not in (out + err).split(), out + err
+    assert code == 2 and not list((project / "recipes").glob("ds*")), out + err
+    [line] = err.strip().splitlines()
+    assert "config.json: not a DeepSpeed config" in line, line
+
+
+def test_the_value_of_a_key_deepspeed_does_not_know_is_never_printed(project, tmp_path, monkeypatch, capsys):
+    """A DeepSpeed JSON with a key DeepSpeed does not read (a typo, or a credential put there): the key is said,
+    its value is not."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    ds = {"zero_optimization": {"stage": 3, "stage3_parition_grads": "s3cr3t-in-a-typo"}, "hub_password": "s3cr3t-top"}
+    (folder / "ds.json").write_text(json.dumps(ds))
+    (folder / "train.yaml").write_text(yaml.safe_dump({**TRAIN, "deepspeed": "ds.json"}))
+    main(["import", "train.yaml", "typo", "--arch", "gfx942"])
+    out, err = capsys.readouterr()
+    assert "s3cr3t" not in out + err, out + err
+    assert "zero_optimization.stage3_parition_grads" in out + err and "hub_password" in out + err

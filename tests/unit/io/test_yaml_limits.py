@@ -36,3 +36,22 @@ def test_anchors_and_aliases_a_person_writes_still_work(tmp_path):
     from rocmft.io.yamlio import parse_yaml
 
     assert parse_yaml("lr: &lr 5e-5\nsched: {lr: *lr}\n") == {"lr": 5e-5, "sched": {"lr": 5e-5}}
+
+
+
+# L7 again (issue 43): an alias inside its own anchor (`x: &a [*a]`, 10 bytes) composes into a node that holds
+# itself; counting its values recursed until a RecursionError traceback, in a recipe, in SET= and in make import.
+@pytest.mark.parametrize("value", ["&a [*a]", "&a {k: [1, *a]}"], ids=["self", "nested"])
+def test_a_recursive_alias_is_one_line_in_a_recipe_in_set_and_in_make_import(value, tmp_path, monkeypatch, capsys):
+    recipe = tmp_path / "attack.yaml"
+    recipe.write_text(f"base: tiny-cpu\nplan:\n  x: {value}\n")
+    imported = tmp_path / "train.yaml"
+    imported.write_text(f"x: {value}\nmodel_name_or_path: models/tiny-llama\ndo_train: true\ndataset: demo_alpaca\n")
+    monkeypatch.chdir(tmp_path)
+    runs = {"recipe": ["render", str(recipe), "--no-validate"],
+            "SET=": ["render", "tiny-cpu", "--no-validate", "--set", f"plan.x={value}"],
+            "make import": ["import", str(imported), "x"]}
+    for what, argv in runs.items():
+        assert main(argv) == 2, what
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and "an alias inside its own anchor" in lines[0], (what, lines)

@@ -94,8 +94,7 @@ def own_env(hf_home: str, image: str) -> dict:
 
 
 HF_MOUNTS = hf_mounts("/data/hf", "rocmft:gfx942")
-HOME_MOUNT = rt.Mount(f"{ROOT}/.cache/container-home", f"{ROOT}/.cache/container-home", create=True,
-                      why="HOME: pip and other tools' caches")
+HOME = "/tmp"  # the container's own /tmp: private to it, gone with it (issue 43, N11); no mount
 
 
 def writable(spec) -> list[str]:
@@ -111,7 +110,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
                  "-m", "rocmft.worker", "--run-dir", "runs/x"),
         name="rocmft-x",
         environment={
-            **own_env("/data/hf", "rocmft:gfx942"), "HOME": f"{ROOT}/.cache/container-home",
+            **own_env("/data/hf", "rocmft:gfx942"), "HOME": HOME,
             # the gfx942 entry of docker/arches.yaml
             "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "HSA_NO_SCRATCH_RECLAIM": "1",
             "NCCL_MIN_NCHANNELS": "112",
@@ -125,7 +124,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
         secret_env=("HF_TOKEN", "WANDB_API_KEY"),
         # every gfx942 GPU, by its render node (none of /dev/dri's card* nodes, no GPU of another arch)
         devices=("/dev/kfd", *(f"/dev/dri/renderD{128 + i}" for i in range(8))),
-        mounts=(PROJECT_MOUNT, RUN_MOUNT, *HF_MOUNTS, HOME_MOUNT),
+        mounts=(PROJECT_MOUNT, RUN_MOUNT, *HF_MOUNTS),
         working_dir=ROOT,
         user="1000:1000",
         labels={"ai.rocmft.run": f"{ROOT}/runs/x", "ai.rocmft.arch": "gfx942", "ai.rocmft.image": "rocmft:gfx942",
@@ -145,7 +144,7 @@ def test_spec_gfx942_gpus_2_3_plan_as_data():
     assert "ROCR_VISIBLE_DEVICES" not in spec.environment
     assert "HIP_VISIBLE_DEVICES" not in spec.environment and "CUDA_VISIBLE_DEVICES" not in spec.environment
     assert spec.command[spec.command.index("--nproc_per_node") + 1] == "2"
-    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, *HF_MOUNTS, HOME_MOUNT)
+    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, *HF_MOUNTS)
     assert (spec.group_add, spec.ipc_mode, spec.cap_add, spec.ulimits) == (
         GPU_FLAGS["group_add"], "host", ("SYS_NICE",), (rt.Ulimit("memlock", -1, -1),))
     assert rt.check_host(p, A["gfx942"], mi300x_node()) == []
@@ -162,7 +161,7 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     spec = spec_for("qwen2.5-7b-lora-7900xtx", workstation_7900xtx())
     assert spec.command == ("python", "-u", "-m", "rocmft.worker", "--run-dir", "runs/x")
     assert spec.environment == {
-        **own_env("/home/bob/.cache/huggingface", "rocmft:gfx1100"), "HOME": f"{ROOT}/.cache/container-home",
+        **own_env("/home/bob/.cache/huggingface", "rocmft:gfx1100"), "HOME": HOME,
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
         "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",
         "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x/output",
@@ -171,8 +170,7 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     assert spec.devices == ("/dev/kfd", "/dev/dri/renderD128")
     assert spec.group_add == ("44", "992")  # the host's GIDs, not names the image may not know
     assert spec.user == "1001:1001"
-    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, *hf_mounts("/home/bob/.cache/huggingface", "rocmft:gfx1100"),
-                           HOME_MOUNT)
+    assert spec.mounts == (PROJECT_MOUNT, RUN_MOUNT, *hf_mounts("/home/bob/.cache/huggingface", "rocmft:gfx1100"))
     assert (spec.ipc_mode, spec.shm_size, spec.cap_add) == ("host", None, ("SYS_NICE",))
     assert spec.ulimits == (rt.Ulimit("memlock", -1, -1),)
     assert spec.image == "rocmft:gfx1100" and spec.labels["ai.rocmft.arch"] == "gfx1100"
@@ -188,11 +186,10 @@ def test_spec_gfx1100_as_docker_run_line():
         "--volume=/home/bob/.cache/huggingface/hub:/home/bob/.cache/huggingface/hub",
         "--volume=/home/bob/.cache/huggingface/datasets:/home/bob/.cache/huggingface/datasets",
         f"--volume={ROOT}/.cache/containers/rocmft_gfx1100:{ROOT}/.cache/containers/rocmft_gfx1100",
-        f"--volume={ROOT}/.cache/container-home:{ROOT}/.cache/container-home",
         f"--workdir={ROOT}", "--user=1001:1001",
         *(f"--env={k}={v}" for k, v in sorted({
             **own_env("/home/bob/.cache/huggingface", "rocmft:gfx1100"), "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
-            "HOME": f"{ROOT}/.cache/container-home", "OPTIM_TORCH": "0", "PYTHONUNBUFFERED": "1",
+            "HOME": HOME, "OPTIM_TORCH": "0", "PYTHONUNBUFFERED": "1",
             "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",
             "ROCMFT_ARCHES": GPU_ARCHES, "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x/output"}.items())),
         "--env=HF_TOKEN", "--env=WANDB_API_KEY",
@@ -211,7 +208,7 @@ def test_spec_cpu_has_no_gpu_flags():
     # HF_HOME inside the project: writable on its own, the checkout around it read-only
     assert spec.mounts[0] == PROJECT_MOUNT and writable(spec) == [
         f"{ROOT}/runs/x/output", f"{ROOT}/.cache/hf/hub", f"{ROOT}/.cache/hf/datasets",
-        f"{ROOT}/.cache/containers/rocmft_cpu", f"{ROOT}/.cache/container-home"]
+        f"{ROOT}/.cache/containers/rocmft_cpu"]
     assert spec.command[:3] == ("python", "-m", "torch.distributed.run")
 
 
@@ -239,8 +236,7 @@ def test_sdk_kwargs_gpu_subset():
     assert kw["volumes"] == {ROOT: {"bind": ROOT, "mode": "ro"}, f"{ROOT}/runs/x/output": {"bind": f"{ROOT}/runs/x/output", "mode": "rw"},
                              "/data/hf/hub": {"bind": "/data/hf/hub", "mode": "rw"},
                              "/data/hf/datasets": {"bind": "/data/hf/datasets", "mode": "rw"},
-                             HF_MOUNTS[2].source: {"bind": HF_MOUNTS[2].source, "mode": "rw"},
-                             HOME_MOUNT.source: {"bind": HOME_MOUNT.source, "mode": "rw"}}
+                             HF_MOUNTS[2].source: {"bind": HF_MOUNTS[2].source, "mode": "rw"}}
     assert kw["user"] == "1000:1000" and kw["working_dir"] == ROOT and kw["cap_add"] == ["SYS_NICE"]
     assert "security_opt" not in kw and kw["network_mode"] is None  # Docker's seccomp profile stays on
     assert "detach" not in kw and "auto_remove" not in kw  # removed explicitly after wait()
@@ -254,7 +250,7 @@ def test_mounts_for_inputs_and_runs_outside_the_project():
                                    "adapter_name_or_path": "/data/hf/adapters/a"})
     assert [(m.source, m.read_only) for m in spec.mounts] == [
         (ROOT, True), ("/scratch/runs", True), ("/scratch/runs/x/output", False), ("/data/hf/hub", False),
-        ("/data/hf/datasets", False), (HF_MOUNTS[2].source, False), (HOME_MOUNT.source, False),
+        ("/data/hf/datasets", False), (HF_MOUNTS[2].source, False),
         ("/models/llama3-8b", True),  # the model dir: read-only
         ("/data/hf/adapters/a", True),  # HF_HOME itself is not mounted (its token file): the adapter read-only
     ]
@@ -262,16 +258,16 @@ def test_mounts_for_inputs_and_runs_outside_the_project():
     # a hub id or a path inside the project needs no mount of its own
     spec2 = rt.container_spec(plan_for("llama3-8b-lora"), A["gfx942"], mi300x_node(), image="i",
                               args={"model_name_or_path": "meta-llama/Meta-Llama-3-8B-Instruct"})
-    assert len(spec2.mounts) == 6
+    assert len(spec2.mounts) == 5
 
 
 def test_shell_writes_every_run_dir_and_a_server_none():
     shell = rt.container_spec(lp.shell(A["gfx942"], CALLER, None), A["gfx942"], mi300x_node(), image="i")
     caches = ["/data/hf/hub", "/data/hf/datasets", f"{ROOT}/.cache/containers/i"]
-    assert writable(shell) == [f"{ROOT}/runs", *caches, HOME_MOUNT.source] and shell.ipc_mode == "host"
+    assert writable(shell) == [f"{ROOT}/runs", *caches] and shell.ipc_mode == "host"
     server = rt.container_spec(lp.shell(A["gfx942"], CALLER, None, argv=("llamafactory-cli", "api")), A["gfx942"],
                                mi300x_node(runs_dir="/scratch/runs"), image="i", training=False)
-    assert writable(server) == [*caches, HOME_MOUNT.source] and server.ipc_mode is None
+    assert writable(server) == caches and server.ipc_mode is None
     assert ("/scratch/runs", True) in [(m.source, m.read_only) for m in server.mounts]  # adapters stay readable
     # a shell with the runs dir outside the project: one mount of it, writable (Docker refuses a duplicate)
     outside = rt.container_spec(lp.shell(A["gfx942"], CALLER, None), A["gfx942"], mi300x_node(runs_dir="/scratch/runs"),
@@ -290,7 +286,7 @@ def test_missing_mount_source_is_a_problem(tmp_path):
     assert len(problems) == 1 and "/nonexistent/model-dir does not exist" in problems[0].line()
     assert not (tmp_path / "hf-cache").exists()
     assert rt.create_cache_dirs(spec) == []  # caches are created by the launcher, as the invoking user
-    assert (tmp_path / "hf-cache").is_dir() and (tmp_path / "proj" / ".cache" / "container-home").is_dir()
+    assert (tmp_path / "hf-cache").is_dir() and not (tmp_path / "proj" / ".cache" / "container-home").exists()
 
 
 def test_check_host_eight_gpus_on_a_one_gpu_host():

@@ -1,7 +1,10 @@
-"""Issue 32 item 4: a recipe, SET= or an imported command line cannot bind-mount any host path.
+"""Issue 32 item 4: a recipe, SET= or an imported command line cannot bind-mount any host path. Issue 43, N1: a
+cache is a folder inside a per-image cache root, never a root itself, never through a link, never with a
+character a runtime's mount syntax reads; an input never shows HF_HOME's token.
 
-The plan (mounts) as data for a GPU host, the real socket and folders of this machine where the rule looks at
-them, and the real CLI refusing `env.TRITON_CACHE_DIR=$HOME` before any daemon is asked.
+The plan (mounts) as data for a GPU host, the real socket, links and folders of this machine where the rule
+looks at them, and the real CLI refusing `env.TRITON_CACHE_DIR=$HOME` before any daemon is asked. The same
+attacks in a real container: tests/docker/test_container_security.py.
 """
 
 from __future__ import annotations
@@ -23,8 +26,12 @@ A = arches.table()
 ALICE = {"HOME": "/home/alice"}
 
 
-def problems_for(overrides=(), args=None, caller=ALICE):
-    spec = rt.container_spec(plan_for("llama3-8b-lora", overrides), A["gfx942"], mi300x_node(), image="i",
+IMAGE_ROOT = f"{ROOT}/.cache/containers/rocmft_gfx942"  # the per-image cache root of rocmft:gfx942
+SHOWN_ROOTS = f"{ROOT}/.cache/containers/rocmft_gfx942 or {ROOT}/.cache/tunableop/<image>"
+
+
+def problems_for(overrides=(), args=None, caller=ALICE, image="rocmft:gfx942"):
+    spec = rt.container_spec(plan_for("llama3-8b-lora", overrides), A["gfx942"], mi300x_node(), image=image,
                              args=args or {})
     return [p.line() for p in rt.check_mounts(spec, caller) if "does not exist" not in p.message]
 
@@ -37,19 +44,79 @@ def problems_for(overrides=(), args=None, caller=ALICE):
     ("/var/run", "/var/run is a system location (/var/run)"),
     ("/home/alice/.ssh", "/home/alice/.ssh is in ~/.ssh, where credentials and settings live"),
     ("/home/alice/experiments/triton", "outside the caches a job may write"),
+    # issue 43, N1: the host's own caches and HF_HOME (its token) are no cache roots any more; a root is never whole
+    (f"{ROOT}/.cache", "it is a cache root or holds one"),
+    (f"{ROOT}/.cache/torch_extensions", "outside the caches a job may write"),  # what a RUNTIME=local run loads
+    (f"{ROOT}/.cache/serve", "outside the caches a job may write"),  # the server's log, appended by the host
+    ("/data/hf", "outside the caches a job may write"),
+    ("/data/hf/modules", "outside the caches a job may write"),
+    (f"{ROOT}/.cache/containers", "it is a cache root or holds one"),
+    (f"{ROOT}/.cache/containers/rocmft_gfx1100/triton", "outside the caches a job may write"),  # another image's
 ])
 def test_a_cache_variable_outside_the_caches_is_refused_one_line_each(path, why):
-    assert problems_for([f"env.TRITON_CACHE_DIR={path}"]) == [
-        f"error: env.TRITON_CACHE_DIR: {path} is not mounted into a job: {why} (use a folder under "
-        f"{ROOT}/.cache or /data/hf, or allow a root of yours: export ROCMFT_CACHE_ROOTS=/path/to/caches)"]
+    [line] = problems_for([f"env.TRITON_CACHE_DIR={path}"])
+    assert line.startswith(f"error: env.TRITON_CACHE_DIR: {path} is not mounted into a job: {why}"), line
+    assert line.endswith(f"(use a folder inside {SHOWN_ROOTS}, or allow a root of yours: "
+                         "export ROCMFT_CACHE_ROOTS=/path/to/caches)"), line
 
 
-def test_caches_under_the_projects_caches_hf_home_or_an_allowed_root_are_mounted():
-    assert problems_for([f"env.TRITON_CACHE_DIR={ROOT}/.cache/triton", "env.MIOPEN_USER_DB_PATH=/data/hf/miopen"]) == []
+def test_caches_inside_the_images_own_root_or_an_allowed_root_are_mounted():
+    assert problems_for([f"env.TRITON_CACHE_DIR={IMAGE_ROOT}/triton",
+                         f"env.MIOPEN_USER_DB_PATH={ROOT}/.cache/tunableop/rocmft_gfx942/db"]) == []
     allowed = {**ALICE, "ROCMFT_CACHE_ROOTS": "/scratch/alice/cache:relative/ignored"}
     assert problems_for(["env.TRITON_CACHE_DIR=/scratch/alice/cache/triton"], caller=allowed) == []
+    assert problems_for(["env.TRITON_CACHE_DIR=/scratch/alice/cache"], caller=allowed)  # the root itself: never
     # an allowed root that is itself a system location or your home allows nothing
     assert problems_for(["env.TRITON_CACHE_DIR=/home/alice/x"], caller={**ALICE, "ROCMFT_CACHE_ROOTS": "/home/alice"})
+    # before the image is resolved (the draft spec, the pipeline's early check): inside any image's root
+    assert problems_for([f"env.TRITON_CACHE_DIR={ROOT}/.cache/containers/rocmft_gfx1100/t"], image="") == []
+
+
+def test_a_link_inside_an_allowed_root_is_never_followed(tmp_path):
+    """The `or _inside(path, root)` branch of issue 32's rule, never tested: a symbolic link inside an allowed root
+    passed the lexical check whatever it pointed at. Real links on this machine, as a job's earlier container
+    (which writes its image's caches) could leave them: to your home, to the host's .cache, inside the root."""
+    root = tmp_path / "project"
+    image_root = root / ".cache" / "containers" / "rocmft_cpu"
+    image_root.mkdir(parents=True)
+    home = tmp_path / "home"
+    (home / ".cache" / "huggingface").mkdir(parents=True)
+    roots = mountable.cache_roots(str(root), {"HOME": str(home)}, "rocmft:cpu")
+    (image_root / "to-home").symlink_to(home)
+    (image_root / "to-hf").symlink_to(home / ".cache" / "huggingface")
+    (image_root / "real").mkdir()
+    (image_root / "real" / "nested").symlink_to(image_root / "real")  # even a link within the root
+    (image_root / "a-file").write_text("not a folder")
+    for name in ("to-home", "to-hf", "to-home/sub", "real/nested"):
+        path = str(image_root / name)
+        [problem] = mountable.cache_problems([("TRITON_CACHE_DIR", path)], roots, str(home))
+        assert "is a symbolic link" in problem.message or "your home folder" in problem.message, (name, problem.line())
+    [not_a_folder] = mountable.cache_problems([("TRITON_CACHE_DIR", str(image_root / "a-file"))], roots, str(home))
+    assert "it is not a folder" in not_a_folder.message
+    assert mountable.cache_problems([("TRITON_CACHE_DIR", str(image_root / "real" / "triton"))], roots, str(home)) == []
+
+
+@pytest.mark.parametrize("path", [f"{ROOT}/.cache/containers/rocmft_gfx942/x,/home",
+                                  f"{ROOT}/.cache/containers/rocmft_gfx942/x:/home:rw"])
+def test_a_path_holding_a_runtimes_mount_separator_is_refused(path):
+    """`,` splits Apptainer's --bind list (a second bind of /home), `:` Docker's source:target:mode (N7): refused
+    where the pipeline judges a recipe for both runtimes, a cache and an input alike."""
+    outside = path.replace(f"{ROOT}/.cache/containers/rocmft_gfx942", "/data/models")
+    found = mountable.recipe_problems({"TRITON_CACHE_DIR": path}, {"model_name_or_path": outside}, ROOT, ALICE)
+    assert [p.key for p in found] == ["env.TRITON_CACHE_DIR", "model_name_or_path"]
+    assert all(": it holds `" in p.message and "which a runtime reads as a separator" in p.message for p in found)
+
+
+@pytest.mark.parametrize("path,why", [
+    ("/home/alice/.cache/huggingface", "is in ~/.cache, where HF_HOME keeps the Hub token"),
+    ("/home/alice/.cache", "is in ~/.cache, where HF_HOME keeps the Hub token"),
+    ("/data/hf", "is HF_HOME, inside it or above it"),
+    ("/data", "is a system folder"),
+    ("/data/hf/stored", "is HF_HOME, inside it or above it"),
+])
+def test_an_input_never_shows_hf_homes_token(path, why):
+    [line] = problems_for(args={"model_name_or_path": path})
+    assert f"model_name_or_path: {path} is not mounted into a job: " in line and why in line, line
 
 
 @pytest.mark.parametrize("key,path,why", [
@@ -90,6 +157,6 @@ def test_make_train_refuses_triton_cache_dir_home_before_asking_the_daemon(tmp_p
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 2, proc.stderr
     assert errors == [f"error: env.TRITON_CACHE_DIR: {home} is not mounted into a job: {home} is your home folder "
-                      f"(use a folder under {CHECKOUT}/.cache or {tmp_path}/hf, "
+                      f"(use a folder inside {CHECKOUT}/.cache/containers/<image> or {CHECKOUT}/.cache/tunableop/<image>, "
                       "or allow a root of yours: export ROCMFT_CACHE_ROOTS=/path/to/caches)"], proc.stderr
     assert not (tmp_path / "runs").exists()  # nothing committed

@@ -509,3 +509,38 @@ def test_stand_in_sbatch_plan_as_data_the_job_id_and_how_to_follow_it(fake_sbatc
     assert "[rocmft] submitted slurm job 42" in out
     assert f"tail -f {prep.run_dir}/train.log" in out and "squeue -j 42" in out and "scancel 42" in out
     assert fake_sbatch.read_text().splitlines() == ["--test-only", f"--parsable {prep.run_dir}/sbatch.sh"]
+
+
+def _apptainer_binds(bind: str) -> list[tuple[str, str, str]]:
+    """An Apptainer --bind value as Apptainer reads it: comma-separated specs, each src[:dst[:opts]]."""
+    out = []
+    for spec in bind.split(","):
+        src, _, rest = spec.partition(":")
+        dst, _, opts = rest.partition(":")
+        out.append((src, dst or src, opts))
+    return out
+
+
+def test_a_comma_in_a_cache_path_never_adds_an_apptainer_bind_apptainer_cannot_be_installed_on_ci():
+    """N7 (issue 43), as data (no Apptainer here): a recipe cache `.../x,/home` was written as one --bind value,
+    which Apptainer splits on commas into a second, read-write bind of /home, undoing --no-home. The recipe is
+    refused where `make train RUNTIME=slurm` judges mounts (before anything is written), and the script's bind
+    list refuses it too (a plan that reached it some other way)."""
+    from rocmft.io.problems import ProblemReport
+
+    cache = f"{ROOT}/.cache/containers/rocmft_gfx942/x,/home"
+    prep = prepared(overrides=[f"env.TRITON_CACHE_DIR={cache}"])
+    try:
+        text, _ = render(prep, args(container="apptainer", sif="/shared/rocmft-gfx942.sif"))
+    except ProblemReport as report:
+        assert f"{cache} is not mounted into a job: it holds `,`" in str(report), str(report)
+    else:
+        node = shlex.split(line(text, "NODE_CMD=").partition("=")[2])[0]
+        words = node.split("exec apptainer exec ", 1)[1].split(" python -m ")[0].split()
+        binds = [b for i, w in enumerate(words) if w == "--bind" for b in _apptainer_binds(words[i + 1])]
+        pytest.fail(f"the script was written; Apptainer reads its binds as {[b for b in binds if '/home' in b]}")
+    with pytest.raises(ProblemReport) as refused:
+        pipeline.prepare("llama3-8b-z3", [f"env.TRITON_CACHE_DIR={cache}"], nodes=2, run_name=RUN, validate=False,
+                         env={}, mounted=lambda arch: True)
+    [line_] = [x for x in str(refused.value).splitlines() if x.startswith("error:")]
+    assert f"env.TRITON_CACHE_DIR: {cache} is not mounted into a job: it holds `,`" in line_, line_

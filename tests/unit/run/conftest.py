@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rocmft.recipe import recipes
+
 TRAIN = {"stage": "sft", "finetuning_type": "lora", "model_name_or_path": "models/tiny-llama", "template": "llama3",
          "dataset": "demo_alpaca", "flash_attn": "sdpa", "save_steps": 6, "output_dir": "<run>/output"}
 
@@ -19,7 +21,8 @@ def make_run(runs: Path, name: str, *, state="succeeded", arch="cpu", runtime="l
     data = {**TRAIN, **train, "output_dir": str(run / "output")}
     data = {k: v for k, v in data.items() if v is not None}
     (run / "train.yaml").write_text(yaml.safe_dump(data))
-    (run / "recipe.resolved.yaml").write_text(yaml.safe_dump({"arch": arch}))
+    resolved = recipes.load("tiny-cpu", [f"arch={arch}"]).to_dict()  # as the run's status names it
+    (run / "recipe.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
     (run / "status.json").write_text(json.dumps({"recipe": "tiny-cpu", "arch": arch, "state": state,
                                                   "runtime": runtime, "started": 1.0, "ended": 2.0}))
     if adapter:

@@ -68,10 +68,13 @@ def test_a_signal_saves_the_step_it_arrived_in_then_stops(tmp_path, handlers, ca
     assert (exc.value.signame, exc.value.step, exc.value.checkpoint) == ("SIGUSR1", 2, "checkpoint-2")
     [stop] = events.read(tmp_path)
     assert stop["event"] == "stop" and stop["step"] == 2 and stop["signal"] == "SIGUSR1"
-    out = capsys.readouterr().out
-    assert "[rocmft] SIGUSR1: finishing this optimizer step, then saving a checkpoint" in out
-    assert "[rocmft] SIGTERM again: still stopping" in out
-    assert f"[rocmft] stopped by SIGUSR1 at step 2/40: {tmp_path}/output/checkpoint-2 saved" in out
+    out = capsys.readouterr().out  # the job's word, in train.log; the terminal leaves it to the launcher
+    assert "[rocmft] job: SIGUSR1: finishing this optimizer step, then saving a checkpoint" in out
+    assert "[rocmft] job: SIGTERM again: still stopping" in out
+    assert f"[rocmft] job: stopped by SIGUSR1 at step 2/40: {tmp_path}/output/checkpoint-2 saved" in out
+    from rocmft.launch import joblog
+
+    assert out.strip() and not any(joblog.is_project_line(line) for line in out.splitlines())
 
 
 def test_a_signal_on_the_last_step_lets_the_run_finish(tmp_path, handlers):
@@ -185,6 +188,36 @@ def test_a_stopped_run_says_what_it_saved_and_how_to_go_on(run_dir):
         f"[rocmft] interrupted by SIGINT at step 6: {run_dir}/output/checkpoint-6 saved",
         "[rocmft] continue it: make train RECIPE=tiny RESUME=r"]
     json.dumps(status)  # what status.json holds stays plain JSON
+
+
+def test_the_line_to_go_on_is_the_whole_command(run_dir):
+    """The recipe by its path when it is not in recipes/, and the launch options that are no recipe key (a recipe
+    key, SET= included, comes with RESUME= itself), quoted for the shell."""
+    status = runs.mark(run_dir, "interrupted", recipe="mine", recipe_file="../elsewhere/my recipes/mine.yaml",
+                       options={"RUNTIME": "docker", "GPUS": "2,3", "IMAGE_REF": "rocmft:dev", "FORCE": "1"})
+    assert outcome.train_command(run_dir, status, resume=True) == (
+        "make train 'RECIPE=../elsewhere/my recipes/mine.yaml' RESUME=r RUNTIME=docker GPUS=2,3 IMAGE_REF=rocmft:dev "
+        "FORCE=1")
+    status = runs.mark(run_dir, "interrupted", recipe="tiny-cpu", recipe_file="recipes/tiny-cpu.yaml",
+                       options={"RUNTIME": "local", "$(rm -rf x)": "1", "GPUS": ["not", "text"]})
+    assert outcome.train_command(run_dir, status, resume=False) == "make train RECIPE=tiny-cpu RUNTIME=local"
+
+
+def test_a_run_that_trained_no_step_never_shows_as_succeeded(run_dir, capsys):
+    """A resume at or past max_steps that got by (an epochs-based run): the Trainer ends well having trained nothing."""
+    from rocmft.cli import runs as cli_runs
+
+    (run_dir / "train.yaml").write_text("stage: sft\n")
+    runs.mark(run_dir, "running", recipe="tiny")
+    _append(run_dir, [{"event": "begin", "start_step": 1297, "max_steps": 12, "attempt": 1},
+                      {"event": "end", "step": 1297, "max_steps": 12}])
+    assert outcome.finish(run_dir, 0, "cpu") == outcome.EXIT_NOTHING_TRAINED
+    status = runs.read_status(run_dir)
+    assert status["state"] == "failed" and status["reason"] == "trained no step (began at step 1297, max_steps 12)"
+    assert f"[rocmft] FAILED: trained no step (began at step 1297, max_steps 12): {run_dir}" in capsys.readouterr().out
+    assert cli_runs.run(SimpleNamespace(last=0, state=None)) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert row.split()[3] == "FAILED" and row.endswith("trained no step (began at step 1297, max_steps 12)"), row
 
 
 def test_a_multi_process_cpu_resume_loads_its_optimizer_state():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import sys
 import threading
 from pathlib import Path
@@ -190,3 +191,73 @@ def test_make_runs_survives_a_status_of_the_wrong_shape(run_dir):
     assert info.duration_s is None and info.exit_code is None and runs.read_status(run_dir)["attempts"] == []
     (run_dir / "status.json").write_text("[1, 2]")
     assert runs.read_status(run_dir) == {}
+
+
+# N12 (issue 43): the host read a job's checkpoint files (RESUME=, the interrupted run's "continue it" line, a
+# diverged run's last good checkpoint) with plain open(): a FIFO hung the launcher, an 8 GiB sparse safetensors
+# whose header claims 8 GiB was read into memory (MemoryError), a link was followed. Each is planted in the newest
+# checkpoint beside a complete older one; the host's RESUME= runs in a process of its own with 1 GiB of address
+# space and a deadline, so that neither a hang nor an 8 GiB read can take the test machine with it.
+RESUME = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from rocmft.run import runs
+found, skipped = runs.resume_checkpoint(sys.argv[1], "tiny-cpu")
+print(found.name)
+for problem in skipped:
+    print(problem.message)
+"""
+
+
+def _complete_checkpoint(folder: Path, step: int) -> None:
+    from tests.unit.run.test_checkpoints import fake_checkpoint, safetensors, torch_file
+
+    fake_checkpoint(folder, step)
+    safetensors(folder / "adapter_model.safetensors")
+    torch_file(folder / "optimizer.pt")
+    torch_file(folder / "scheduler.pt")
+
+
+def _huge_safetensors(path: Path) -> None:
+    size = 8 << 30
+    with open(path, "wb") as fh:  # sparse: no disk used
+        fh.write(struct.pack("<Q", size - 8))
+        fh.truncate(size)
+
+
+@pytest.mark.parametrize("attack", ["fifo state", "linked state", "huge safetensors", "fifo latest",
+                                    "linked checkpoint"])
+def test_checkpoint_files_are_read_like_every_job_file(attack, run_dir, tmp_path):
+    import subprocess
+
+    job = runs.job_dir(run_dir)
+    _complete_checkpoint(job / "checkpoint-1", 1)
+    newest = job / "checkpoint-2"
+    if attack == "linked checkpoint":  # the folder itself a link to a complete checkpoint elsewhere
+        _complete_checkpoint(tmp_path / "elsewhere" / "checkpoint-2", 2)
+        newest.symlink_to(tmp_path / "elsewhere" / "checkpoint-2")
+    else:
+        _complete_checkpoint(newest, 2)
+    if attack == "fifo state":
+        (newest / "trainer_state.json").unlink()
+        os.mkfifo(newest / "trainer_state.json")
+    elif attack == "linked state":
+        secret = tmp_path / "secret.json"
+        secret.write_text(json.dumps({"global_step": 2}))
+        (newest / "trainer_state.json").unlink()
+        (newest / "trainer_state.json").symlink_to(secret)
+    elif attack == "huge safetensors":
+        _huge_safetensors(newest / "adapter_model.safetensors")
+    elif attack == "fifo latest":
+        (newest / "global_step2").mkdir()
+        os.mkfifo(newest / "latest")
+    try:
+        proc = subprocess.run([sys.executable, "-c", RESUME, str(run_dir)], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "ROCMFT_RUNS": str(run_dir.parent)})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{attack}: the host's RESUME= hung on the planted file")
+    assert proc.returncode == 0, f"{attack}: {proc.stderr.strip().splitlines()[-1:]}"
+    found, *skipped = proc.stdout.strip().splitlines()
+    assert found == "checkpoint-1", (attack, proc.stdout)
+    if attack != "linked checkpoint":  # a linked folder is not a checkpoint of this run at all
+        assert len(skipped) == 1 and "checkpoint-2 is incomplete (" in skipped[0], (attack, skipped)

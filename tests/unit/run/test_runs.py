@@ -30,17 +30,19 @@ def test_an_existing_named_run_is_refused(runs_dir):
 
 
 def test_resume_needs_a_checkpoint(runs_dir):
+    from rocmft.run import pick, resume
+
     run = runs.create(runs.choose("tiny", "r1"))
     (run / "train.yaml").write_text("x: 1\n")
     with pytest.raises(ProblemReport) as exc:
-        runs.resume_checkpoint("r1", "tiny")
+        resume.checkpoint(pick.find("r1"))
     assert "has no complete checkpoint" in str(exc.value)
     for n in (6, 12):
         fake_checkpoint(run / "output" / f"checkpoint-{n}", n)
-    found, skipped = runs.resume_checkpoint("r1", "tiny")
+    found, skipped = resume.checkpoint(pick.find("r1"))
     assert found.name == "checkpoint-12" and skipped == []
     with pytest.raises(ProblemReport):
-        runs.find("no-such-run")
+        pick.find("no-such-run")
 
 
 def test_status_and_listing(runs_dir):
@@ -105,22 +107,34 @@ def test_a_run_dir_is_private_to_its_user():
     assert stat.S_IMODE(run.stat().st_mode) == 0o700
 
 
-def test_last_is_never_a_run_planted_with_a_start_in_the_future(runs_dir):
-    """A job's container can write its run's status.json: a `started` years ahead must not make it `last`
-    (RESUME=last unpickles its checkpoint) over a run that really began later."""
-    import json
-    import os
+# ---------------------------------------------------------------- issue 42: dry runs apart, canaries marked, STATE=
 
-    planted = runs.create(runs.choose("tiny", "planted"))
-    (planted / "train.yaml").write_text("stage: sft\n")
-    (planted / "status.json").write_text(json.dumps({"state": "succeeded", "recipe": "tiny", "started": 4e9}))
-    real = runs.create(runs.choose("tiny", "real"))
-    (real / "train.yaml").write_text("stage: sft\n")
-    runs.mark(real, "running", recipe="tiny")
-    assert runs.find("last") == real and runs.find("last", "tiny") == real
-    if os.getuid() == 0:  # CI runs as root: hand a run to another user; it is never `last`, however new
-        os.chown(real, 4242, 4242)
-        assert runs.find("last") == planted
-        os.chown(planted, 4242, 4242)
-        with pytest.raises(ProblemReport):
-            runs.find("last")
+def _made(name: str, made_by: str, state: str, started: float):
+    run = runs.create(runs.choose("tiny", name))
+    (run / "train.yaml").write_text("stage: sft\n")
+    runs.mark(run, state, recipe="tiny", made_by=made_by, started=started)
+    return run
+
+
+def test_dry_runs_are_counted_apart_canaries_marked_and_state_filters(runs_dir, capsys):
+    from types import SimpleNamespace
+
+    from rocmft.cli import runs as cli_runs
+
+    _made("trained", "train", "succeeded", 1.0)
+    _made("canary-reference", "canary", "succeeded", 2.0)
+    _made("dry", "dry-run", "rendered", 3.0)
+    _made("broken", "train", "failed", 4.0)
+    assert cli_runs.run(SimpleNamespace(last=0, state=None)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [r.split()[0] for r in out[1:4]] == ["trained", "canary-reference", "broken"]
+    assert out[2].endswith("canary run") and out[4].startswith("(1 dry run(s) and render(s) not listed")
+    assert cli_runs.run(SimpleNamespace(last=0, state="rendered")) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[1].split()[0] == "dry" and out[1].endswith("dry run: nothing ran")
+    assert cli_runs.run(SimpleNamespace(last=0, state="failed,succeeded")) == 0
+    assert [r.split()[0] for r in capsys.readouterr().out.splitlines()[1:]] == ["trained", "canary-reference", "broken"]
+    with pytest.raises(ProblemReport) as exc:
+        cli_runs.run(SimpleNamespace(last=0, state="done"))
+    assert str(exc.value) == ("error: STATE: unknown state done (one or more of: rendered,running,requeued,succeeded,"
+                              "failed,interrupted,diverged)")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import time
 
 import pytest
 
@@ -59,23 +57,3 @@ def test_a_full_fine_tune_is_its_output_dir(runs_dir):
     (run / "output" / "config.json").write_text("{}")
     t = load(run)
     assert (t.model, t.adapter, t.source) == (f"{runs_dir}/r/output", None, "full")
-
-
-def test_unknown_run_and_no_run_at_all(runs_dir):
-    with pytest.raises(ProblemReport) as exc:
-        target.resolve("nope")
-    assert only_error(exc).startswith("error: RUN: unknown run `nope`")
-    with pytest.raises(ProblemReport) as exc:
-        target.resolve("last")
-    assert "no run yet" in only_error(exc) and "make demo" in only_error(exc)
-
-
-def test_last_is_the_newest_run(runs_dir):
-    old = make_run(runs_dir, "a")
-    new = make_run(runs_dir, "b")
-    (old / "status.json").write_text((old / "status.json").read_text().replace('"started": 1.0', '"started": 5.0'))
-    assert target.resolve("last") == old
-    (new / "status.json").write_text((new / "status.json").read_text().replace('"started": 1.0', f'"started": {time.time()}'))
-    assert target.resolve("last") == new
-    assert target.resolve("b") == new and target.resolve(str(old)) == old
-    assert os.path.isdir(target.resolve("last"))

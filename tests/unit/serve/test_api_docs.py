@@ -45,3 +45,17 @@ def test_the_server_never_starts_without_a_key_of_16_characters():
                               env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert "shorter than 16 characters: not serving without a key" in proc.stderr
+
+
+def test_the_readiness_route_proves_the_one_time_secret_without_the_key():
+    """What `make serve` asks before it says ready (serve/ports.proves_ready): a keyless route that answers a
+    challenge with the proof of this server's one-time secret, and nothing without a secret or a challenge."""
+    from rocmft.serve.plan import READY_PATH, ready_proof
+
+    client = TestClient(api.with_readiness(app_with_a_route(), "s" * 43, "r1"))
+    challenge = "c" * 32
+    answer = client.get(READY_PATH, params={"challenge": challenge})
+    assert answer.status_code == 200 and answer.json() == {"proof": ready_proof("s" * 43, challenge, "r1")}
+    assert client.get(READY_PATH).status_code == 404  # no challenge
+    assert TestClient(api.with_readiness(app_with_a_route(), "", "r1")).get(
+        READY_PATH, params={"challenge": challenge}).status_code == 404  # no secret: no proof of anything

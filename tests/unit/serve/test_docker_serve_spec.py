@@ -33,12 +33,11 @@ def test_api_on_gfx942_binds_the_host_on_the_hosts_network(runs_dir):
     assert spec.group_add == ("44", "109")
     # a server: no host IPC; Docker's seccomp profile with the NUMA calls ROCr needs (CAP_SYS_NICE)
     assert spec.ipc_mode is None and spec.shm_size == "2g" and spec.cap_add == ("SYS_NICE",)
-    assert spec.secret_env == ("API_KEY",) and "API_KEY" not in spec.environment
+    assert spec.secret_env == ("API_KEY", "ROCMFT_READY_SECRET") and "API_KEY" not in spec.environment
     assert KEY not in spec.to_json()
     assert spec.user == "1000:1000" and spec.working_dir == ROOT
     assert [m.read_only for m in spec.mounts if m.source == ROOT] == [True]
-    assert writable(spec) == {"/data/hf/hub", "/data/hf/datasets", f"{ROOT}/.cache/containers/rocmft_gfx942",
-                              f"{ROOT}/.cache/container-home"}
+    assert writable(spec) == {"/data/hf/hub", "/data/hf/datasets", f"{ROOT}/.cache/containers/rocmft_gfx942"}
     assert spec.labels["ai.rocmft.serve"] == "api" and "ai.rocmft.shell" not in spec.labels
     assert spec.name == "rocmft-api-r1-4242"
     argv = rt.docker_run_argv(spec)
@@ -79,7 +78,7 @@ def test_webui_container_writes_only_llamaboards_folders_and_the_caches():
     assert spec.environment["HF_HOME"] == f"{ROOT}/.cache/containers/rocmft_gfx1100/hf"
     assert spec.environment["HF_HUB_CACHE"] == "/data/hf/hub"
     assert writable(spec) == {"/data/hf/hub", "/data/hf/datasets", f"{ROOT}/.cache/containers/rocmft_gfx1100",
-                              f"{ROOT}/.cache/container-home", f"{ROOT}/saves",
+                              f"{ROOT}/saves",
                               f"{ROOT}/llamaboard_cache", f"{ROOT}/llamaboard_config"}
     assert [m.read_only for m in spec.mounts if m.source == ROOT] == [True]
 

@@ -51,8 +51,8 @@ def test_api_binds_the_asked_host_in_both_runtimes_and_always_takes_a_key_by_nam
     assert local.argv[3:5] == ("--model_name_or_path", "models/tiny-llama")
     assert dict(local.env) == {"API_HOST": "127.0.0.1", "API_PORT": "8123", "API_MODEL_NAME": "r1", "PYTHONUNBUFFERED": "1",
                               "API_VERBOSE": "0"}
-    assert local.url == "http://127.0.0.1:8123/v1" and local.ready_url == "http://127.0.0.1:8123/v1/models"
-    assert local.secret_env == ("API_KEY",)
+    assert local.url == "http://127.0.0.1:8123/v1" and local.ready_url == "http://127.0.0.1:8123/rocmft/ready"
+    assert local.secret_env == ("API_KEY", "ROCMFT_READY_SECRET")  # the key, and the readiness proof's secret
     docker = plan.api(t, {}, "docker", "127.0.0.1", 8123)
     assert docker.env["API_HOST"] == "127.0.0.1" and docker.host == "127.0.0.1"  # the host's network (serve/docker.py)
     assert docker.env["PYTHONPATH"] == "src"  # the mounted checkout's serve/api.py, whatever the image holds
@@ -62,7 +62,10 @@ def test_a_key_is_generated_only_when_rocmft_api_key_is_not_exported():
     env, generated, problems = plan.api_key_env({"PATH": "/bin"})
     assert generated and env["API_KEY"] == generated and len(generated) >= 32 and problems == []
     assert plan.api_key_env({"PATH": "/bin"})[1] != generated  # a new one for each server
-    assert plan.api_key_env({"ROCMFT_API_KEY": KEY}) == ({"ROCMFT_API_KEY": KEY, "API_KEY": KEY}, None, [])
+    env, generated, problems = plan.api_key_env({"ROCMFT_API_KEY": KEY})
+    ready = env.pop("ROCMFT_READY_SECRET")  # one-time, for the readiness proof: never the key (issue 43, N4)
+    assert (env, generated, problems) == ({"ROCMFT_API_KEY": KEY, "API_KEY": KEY}, None, [])
+    assert len(ready) >= 32 and ready != KEY and plan.api_key_env({"ROCMFT_API_KEY": KEY})[0]["ROCMFT_READY_SECRET"] != ready
 
 
 def test_a_generic_api_key_from_another_service_is_never_the_servers_key():

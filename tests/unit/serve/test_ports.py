@@ -57,16 +57,17 @@ def test_any_http_answer_means_ready_a_refused_connection_does_not():
     assert not ports.wait_ready(closed, alive=lambda: False)  # the server died: stop waiting
 
 
-class _Models(http.server.BaseHTTPRequestHandler):
-    """`/v1/models` as LLaMA-Factory's API answers it: the key checked, the served model listed."""
-    key, model = "k" * 32, "mine"
+class _Ours(http.server.BaseHTTPRequestHandler):
+    """serve/api.py's readiness route: the proof of this server's one-time secret for the challenge it is sent."""
+    secret, model = "r" * 43, "mine"
 
-    def do_GET(self):
-        if self.headers.get("Authorization") != f"Bearer {self.key}":
-            self.send_response(401)
-            self.end_headers()
-            return
-        body = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]}).encode()
+    def do_GET(self):  # noqa: N802 - http.server's name
+        from urllib.parse import parse_qs, urlsplit
+
+        from rocmft.serve.plan import ready_proof
+
+        challenge = parse_qs(urlsplit(self.path).query).get("challenge", [""])[0]
+        body = json.dumps({"proof": ready_proof(self.secret, challenge, self.model)}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -76,27 +77,31 @@ class _Models(http.server.BaseHTTPRequestHandler):
         pass
 
 
-class _Squatter(_Models):
-    """Another program on the port: answers anything (here with another model), whatever the key."""
-    def do_GET(self):
-        body = b'{"data": [{"id": "gpt-3.5-turbo"}]}'
+class _Squatter(_Ours):
+    """Another program on the port: it may even answer with a proof, of a secret it does not have."""
+    secret = "a guess"
+
+
+class _Echo(_Ours):
+    """Replays what the last launcher's probe taught it: the challenge it saw, proofs of earlier servers."""
+    def do_GET(self):  # noqa: N802
         self.send_response(200)
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(json.dumps({"proof": self.path, "challenge": self.path}).encode())
 
 
-def test_ready_means_our_model_answers_with_our_key_not_any_http_answer():
+def test_ready_means_the_server_we_started_proves_its_secret_not_any_http_answer():
     servers = {name: http.server.HTTPServer(("127.0.0.1", 0), handler)
-               for name, handler in (("ours", _Models), ("squatter", _Squatter), ("refuses", _Refuse))}
+               for name, handler in (("ours", _Ours), ("squatter", _Squatter), ("echo", _Echo), ("refuses", _Refuse))}
     for server in servers.values():
         threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = {name: f"http://127.0.0.1:{s.server_address[1]}/v1/models" for name, s in servers.items()}
-        assert ports.serves_model(url["ours"], _Models.key, "mine")
-        assert not ports.serves_model(url["ours"], "another key", "mine")
-        assert not ports.serves_model(url["ours"], _Models.key, "someone-elses")
-        assert not ports.serves_model(url["squatter"], _Models.key, "mine")
-        assert not ports.serves_model(url["refuses"], _Models.key, "mine")
+        url = {name: f"http://127.0.0.1:{s.server_address[1]}/rocmft/ready" for name, s in servers.items()}
+        assert ports.proves_ready(url["ours"], _Ours.secret, "mine")
+        assert not ports.proves_ready(url["ours"], "another secret", "mine")
+        assert not ports.proves_ready(url["ours"], _Ours.secret, "someone-elses")
+        for other in ("squatter", "echo", "refuses"):
+            assert not ports.proves_ready(url[other], _Ours.secret, "mine"), other
         checks = []
 
         def alive():  # the real server could not bind the squatted port: it exits after a few polls
@@ -104,7 +109,7 @@ def test_ready_means_our_model_answers_with_our_key_not_any_http_answer():
             return len(checks) < 4
 
         def probe(u):
-            return ports.serves_model(u, _Models.key, "mine")
+            return ports.proves_ready(u, _Ours.secret, "mine")
 
         assert not ports.wait_ready(url["squatter"], alive, interval=0.01, probe=probe)
         assert ports.wait_ready(url["ours"], lambda: True, interval=0.01, probe=probe)

@@ -87,3 +87,12 @@ def test_an_underscore_key_is_a_comment_and_a_config_objects_name_is_not_a_key()
     problems = ds.check(cfg, "ds.json")
     assert [(p.key, p.severity) for p in problems] == [("comms_config", "error"), ("_comment", "note")]
     assert "DeepSpeed reads `comms_logger`" in problems[0].line()
+
+
+def test_the_top_level_keys_known_without_deepspeed_are_the_ones_it_reads():
+    """TOP_LEVEL_KEYS (what `make import` judges a JSON by on a host without DeepSpeed) is what this DeepSpeed's
+    config model asks for at the top level, no more, no less."""
+    ds_config = ds._import_deepspeed()
+    seen: set[str] = set()
+    ds_config.DeepSpeedConfig(ds._Watched({"train_micro_batch_size_per_gpu": 1}, seen))
+    assert set(ds.TOP_LEVEL_KEYS) == seen

@@ -74,7 +74,7 @@ def launch(prep, args) -> int:
         raise_if_errors(devices.check(plan, prep.arch, facts.gpus, containers=devices.docker_containers(client)))
     tag, image = resolve_image(client, prep.arch, getattr(args, "docker_image", None))
     spec = container_spec(plan, prep.arch, facts, image=tag, args=prep.rendered.args, launcher_pid=os.getpid())
-    raise_if_errors(create_cache_dirs(spec))
+    raise_if_errors([*check_mounts(spec), *create_cache_dirs(spec)])  # the caches inside this image's own roots
     _refuse_name_clash(client, spec.name)
 
     from ...image import image_labels

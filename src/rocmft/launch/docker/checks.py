@@ -82,16 +82,18 @@ def check_mounts(spec: ContainerSpec, caller_env: Mapping[str, str] | None = Non
     home = caller_env.get("HOME", "")
     # the host's HF_HOME: the container's own is elsewhere (spec.py), its datasets cache is <HF_HOME>/datasets
     hf_home = os.path.dirname(spec.environment.get("HF_DATASETS_CACHE", "")) or spec.environment.get("HF_HOME", "")
-    roots = mountable.cache_roots(spec.working_dir, hf_home, caller_env)
+    # the image's own cache roots; before the image is resolved (a draft spec, image ""), any image's
+    roots = mountable.cache_roots(spec.working_dir, caller_env, spec.image or mountable.ANY_IMAGE)
     problems: list[Problem] = []
     for mount in spec.mounts:
         key = mount.why.split()[0] if mount.why else ""  # "TRITON_CACHE_DIR cache", "model_name_or_path outside..."
         if mount.kind == "cache":
             refused = mountable.cache_problems([(key, mount.source)], roots, home)
         elif mount.kind == "input":
-            refused = mountable.input_problems([(key, mount.source)], home)
-        else:
-            refused = []
+            refused = mountable.input_problems([(key, mount.source)], home, hf_home)
+        else:  # rocmft's own (the project, the run dir, HF_HOME's caches): Docker reads `:` in a volume spec
+            bad = mountable.syntax_problem("mount", mount.source) if ":" in mount.source else None
+            refused = [bad] if bad else []
         if refused:
             problems += refused
             continue
@@ -102,12 +104,9 @@ def check_mounts(spec: ContainerSpec, caller_env: Mapping[str, str] | None = Non
 
 
 def create_cache_dirs(spec: ContainerSpec) -> list[Problem]:
-    """Create the cache mounts and HOME as the invoking user, so Docker never makes them root-owned."""
+    """Create the cache mounts as the invoking user, so Docker never makes them root-owned."""
     problems = []
-    wanted = [m.source for m in spec.mounts if m.create]
-    if spec.environment.get("HOME"):
-        wanted.append(spec.environment["HOME"])
-    for path in wanted:
+    for path in (m.source for m in spec.mounts if m.create):
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:

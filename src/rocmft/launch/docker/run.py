@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from ...io import hostio
 from ...run import runs
+from ..outcome import stopping_line
 from .spec import ContainerSpec
 
 STOP_TIMEOUT_S = 5  # SIGTERM, then SIGKILL, when the plan says nothing (its stop_grace_s: the ranks save first)
@@ -73,12 +74,18 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
         except (DockerException, RequestException):
             pass  # already gone; `remove(force=True)` below settles it either way
 
+    def stopping(kill: bool, signame: str) -> None:
+        if not kill:  # said before the stop: `container.stop` returns when the save is done
+            holder.get("say", print)(stopping_line(signame, stop_timeout))
+        stop(kill)
+
     def on_signal(signum, _frame):
         interrupted.append(signum)
         # A thread, not the handler: the main thread may be inside the SDK, reading the log stream.
         if len(interrupted) > 1 and signum != signal.SIGINT:
             return  # a repeated SIGTERM waits for the save
-        thread = threading.Thread(target=stop, args=(len(interrupted) > 1,), daemon=True)
+        thread = threading.Thread(target=stopping, args=(len(interrupted) > 1, signal.Signals(signum).name),
+                                  daemon=True)
         stoppers.append(thread)
         thread.start()
 
@@ -110,6 +117,8 @@ def run_container(client, spec: ContainerSpec, run_dir: Path, *, caller_env: Map
                     # the job folder is mounted at the same path: its progress.jsonl is followed right here;
                     # train.log is the host's (the container cannot write the run dir above output/)
                     with hostio.open_append(log_path) as log, Watch(run_dir, sys.stdout, quiet=quiet, verbose=verbose) as watch:
+                        if watch.display is not None:
+                            holder["say"] = watch.display.line  # not through the live progress line
                         for chunk in container.logs(stream=True, follow=True):
                             log.write(chunk)
                             log.flush()

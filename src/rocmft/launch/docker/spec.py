@@ -29,11 +29,13 @@ Choices (docs/gpu.md explains them to users):
     the GPU's NUMA node with mbind and fails the allocation if mbind fails (fmm.c: bind_mem_to_numa,
     fmm_allocate_host_gpu), unless numa_available() already said no, which libnuma only does on EPERM from
     2.0.19 on. CAP_SYS_NICE opens those four calls and nothing else of the profile; `unconfined` opened all.
-  - The project is mounted read-only; the run dir's job folder (output/), the caches and HOME read-write (see
+  - The project is mounted read-only; the run dir's job folder (output/), the caches read-write (see
     `container_spec`); the run dir above output/ stays the host's (runs.py, hostio.py).
   - memlock unlimited on GPU arches: ROCr/RCCL pin (mlock) host buffers for DMA.
-  - The container runs as the invoking user (uid:gid), so run files are not root-owned; HOME is
-    <project>/.cache/container-home (writable, never the host's); compiled-code caches (torch extensions,
+  - The container runs as the invoking user (uid:gid), so run files are not root-owned; HOME is /tmp of the
+    container's own filesystem: private to that container and gone with it, never the host's and never another
+    container's (one shared HOME let a training job's ~/.bashrc run in the next `make shell`, with HF_TOKEN:
+    issue 43, N11), as the validation, tiny-model and fetch containers have it; compiled-code caches (torch extensions,
     Triton, MIOpen, HF_MODULES_CACHE) are the image's own, <project>/.cache/containers/<image>/, kept
     between runs of that image and never shared with the host (OWN_CACHES).
   - Secrets (HF_TOKEN, ...): the spec holds their NAMES only; the values are read from the caller's
@@ -56,7 +58,7 @@ from ..plan import LaunchPlan
 
 LABEL = "ai.rocmft."
 RUN_LABEL = LABEL + "run"
-CONTAINER_HOME = ".cache/container-home"
+CONTAINER_HOME = "/tmp"  # in the container's own filesystem: no mount, nothing kept (see the module docstring)
 CPU_SHM = "2g"
 # Rendered LLaMA-Factory keys that name files the job reads; an absolute path outside the mounts gets a
 # read-only mount of its own (a model directory kept elsewhere, say /data/models/llama3-8b).
@@ -164,7 +166,7 @@ def container_spec(
 
     # The checkout is read-only: code run inside (a model's remote code, a pickled checkpoint) must not
     # rewrite .git/config, .venv/bin or the Makefile that the host runs next. Only what the job writes is
-    # writable: its run dir (every run dir for `make shell`), the caches, HOME, and `writable` (LlamaBoard's).
+    # writable: its run dir (every run dir for `make shell`), the caches and `writable` (LlamaBoard's).
     mounts = [Mount(root, root, read_only=True,
                     why="the project, read-only: recipes, data, models, code; the job's working directory "
                         "(paths in the rendered files are relative to it)")]
@@ -196,7 +198,7 @@ def container_spec(
     # out, and modules/ (remote code the host imports) is the container's own. An offline job only reads the
     # hub cache: read-only then, so it cannot rewrite the model code a later run loads.
     hf_home = posixpath.normpath(host.hf_home)
-    own = posixpath.join(root, CONTAINER_CACHES, _slug(image))
+    own = posixpath.join(root, CONTAINER_CACHES, image_slug(image))
     hub = posixpath.normpath(plan.env.get("HF_HUB_CACHE") or posixpath.join(hf_home, "hub"))
     datasets = posixpath.join(hf_home, "datasets")
     if str(plan.env.get("HF_HUB_OFFLINE", "")).lower() in OFFLINE and not covered(hub, rw=False):
@@ -205,8 +207,6 @@ def container_spec(
         writable_dir(hub, "HF hub cache: models and their code")
     writable_dir(datasets, "HF datasets cache")
     writable_dir(own, "this image's own caches: compiled extensions, kernels, remote model code, HF_HOME")
-    home = posixpath.join(root, CONTAINER_HOME)
-    writable_dir(home, "HOME: pip and other tools' caches")
     for key in CACHE_ENV:
         value = plan.env.get(key, "")
         if posixpath.isabs(value) and key != "HF_HUB_CACHE":
@@ -232,7 +232,7 @@ def container_spec(
     env["HF_DATASETS_CACHE"] = datasets
     for key, folder in OWN_CACHES.items():
         env.setdefault(key, posixpath.join(own, folder))
-    env["HOME"] = home
+    env["HOME"] = CONTAINER_HOME
     if run_dir:  # report_to: wandb writes ./wandb under the working directory, which is read-only
         env.setdefault("WANDB_DIR", posixpath.join(run_dir, JOB_DIR))
 
@@ -294,7 +294,7 @@ def arch_gpu_indices(arch: Arch, host: HostFacts, selected: tuple[str, ...] | No
     return tuple(str(g.index) for g in host.gpus_of(arch.name))
 
 
-def _slug(image: str) -> str:
+def image_slug(image: str) -> str:
     """A folder name for an image reference (rocmft:gfx942 -> rocmft_gfx942)."""
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in image).strip("._") or "image"
 

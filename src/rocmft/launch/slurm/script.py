@@ -28,7 +28,7 @@ from ... import __version__
 from ...hardware.arches import Arch
 from ...io.problems import raise_if_errors
 from ...recipe.recipes import Recipe
-from .. import names
+from .. import mountable, names
 from ..outcome import EXIT_STOPPED
 from ...run.jobfiles import JOB_DIR
 from ..docker.spec import CACHE_ENV
@@ -182,6 +182,9 @@ def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptio
     from ...recipe.render import environment
 
     binds = bind_paths(root, run_dir, plan.env)
+    job_binds = bind_paths(root, run_dir, plan.env, job=True)
+    if opts.container != "none":  # `.../x,/home` would be a second --bind of /home (issue 43, N7)
+        raise_if_errors([p for path, _ in dict.fromkeys(binds + job_binds) if (p := mountable.syntax_problem("bind", path))])
     exports = [(k, shlex.quote(v)) for k, v in sorted(plan.env.items())]
     if opts.container == "none":
         # the venv's bin first: what the job runs by name (ninja for DeepSpeed's JIT ops) is the venv's
@@ -197,7 +200,7 @@ def render_script(plan: LaunchPlan, recipe: Recipe, arch: Arch, opts: SlurmOptio
         root_q=shlex.quote(str(root)), run_dir_q=shlex.quote(str(run_dir)),
         exports=exports, unset=list(plan.unset_env), secrets_note=secrets_note,
         book=bookkeeping_command(opts, arch, binds, root, python),
-        node_cmd_q=shlex.quote(node_command(plan, opts, arch, bind_paths(root, run_dir, plan.env, job=True), root)),
+        node_cmd_q=shlex.quote(node_command(plan, opts, arch, job_binds, root)),
         srun_flags=srun_flags(), grace=warning_seconds(recipe.resilience["stop_grace_s"], opts.time),
         max_requeues=recipe.resilience["max_requeues"], exit_stopped=EXIT_STOPPED,
     )
