@@ -1,9 +1,11 @@
 # Benchmarks: a fixed number of measured steps -> one row in results/bench.csv; the report puts the planner beside it.
-STEPS   ?= 20
+# STEPS has no default here: `rocmft bench` runs 20 without it, and a make default would reach `make plan` too
+# (mk/plan.mk: there an empty STEPS times the recipe's own max_steps or epochs).
 RESULTS ?=
 PLOT    ?=
 PRODUCT ?=
 CSV     ?=
+MATRIX  ?=
 BENCH_FLAGS = $(call opt,--steps,$(STEPS)) $(call opt,--results,$(RESULTS)) $(call opt,--price,$(PRICE))
 
 .PHONY: bench bench-report
@@ -17,8 +19,9 @@ bench-report: host ## [gpu] print results/bench.csv with the planner's predictio
 # Hardware truth (benchmarks/gpu_truth.py, docs/bench.md): on a bare GPU machine the same script runs from the
 # bundle without make: python3 benchmarks/gpu_truth.py run --bundle wheelhouse/gpu_truth
 .PHONY: gpu-truth gpu-truth-bundle gpu-truth-report
-gpu-truth: tiny-model ## [gpu] measure the planner on this machine's GPU (shipped recipes, random Llama-3-8B) -> results/gpu_truth-<gpu>.csv (DRY_RUN=1: CPU rehearsal; PRODUCT=)
-	@$(PY) benchmarks/gpu_truth.py run $(if $(call is_set,$(DRY_RUN)),--dry-run) $(call opt,--product,$(PRODUCT))
+gpu-truth: tiny-model ## [gpu] measure the planner on this machine's GPU (shipped recipes, random Llama-3-8B) -> results/gpu_truth-<gpu>.csv (DRY_RUN=1: CPU rehearsal; PRODUCT=; MATRIX=next: issue 48's configurations)
+	@$(PY) benchmarks/gpu_truth.py run $(if $(call is_set,$(DRY_RUN)),--dry-run) $(call opt,--product,$(PRODUCT)) \
+	  $(if $(filter next,$(MATRIX)),--matrix next --tag next --deadline 520)
 
 gpu-truth-bundle: setup ## [gpu] the pinned wheels gpu_truth needs on a bare GPU machine -> wheelhouse/gpu_truth/ (~25 MiB, carried there)
 	@$(PY) benchmarks/gpu_truth.py bundle

@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_DIVERGED
     _resume_in_place(train_args, rank0)
     _load_cpu_indexed_storage()
+    from llamafactory.model import patcher
+
+    patcher.configure_attn_implementation = gpt_oss_eager(patcher.configure_attn_implementation)
     from llamafactory.train.tuner import run_exp
 
     from .callbacks.stop import Stopped
@@ -113,6 +116,25 @@ def _resume_in_place(train_args: dict, rank0: bool) -> None:
         train_args["resume_from_checkpoint"] = str(found)
         if rank0:
             print(f"[rocmft] resuming this run from its {found.name}", flush=True)
+
+
+def gpt_oss_eager(configure):
+    """LLaMA-Factory 0.9.5's attention setup for a gpt-oss model (model_utils/attention.py) registers a CUDA
+    FlashAttention-3 kernel from the Hub (kernels-community/vllm-flash-attn3) through
+    transformers.integrations.hub_kernels.load_and_register_kernel, which transformers 5.6 does not have: the model
+    never loads (ImportError), and on ROCm that kernel could not run anyway. gpt-oss has no SDPA path
+    (GptOssPreTrainedModel._supports_sdpa = False) and its per-head attention sinks are computed by transformers'
+    eager attention (modeling_gpt_oss.eager_attention_forward): that is what it gets here. Other models: unchanged."""
+    def configure_attn_implementation(config, model_args) -> None:
+        if getattr(config, "model_type", None) != "gpt_oss":
+            return configure(config, model_args)
+        from llamafactory.extras.constants import AttentionFunction
+
+        model_args.flash_attn = AttentionFunction.DISABLED
+        config._attn_implementation = "eager"
+        return None
+
+    return configure_attn_implementation
 
 
 def _load_cpu_indexed_storage() -> None:

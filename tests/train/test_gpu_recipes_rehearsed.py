@@ -13,8 +13,10 @@ Each recipe is rendered as `make train` renders it (rocmft.recipe.rules included
 4. one optimizer step and one evaluation through LLaMA-Factory's own workflow (`run_exp`).
 
 Swapped, and only because the hardware forces it (each named where it is done):
-  - the model: models/tiny-llama (a Llama; its tokenizer carries the llama3 and qwen special tokens, so the
-    recipe's template is kept), for an 8B model that a CPU cannot hold;
+  - the model: a tiny model of the recipe's family (models/tiny-llama for Llama/Qwen2.5/Mistral: its tokenizer
+    carries the llama3 and qwen special tokens; models/tiny-<family> for Qwen3, Qwen3-MoE, gpt-oss and Gemma 3, built
+    by scripts/make_tiny_model.py --family with experts, sliding layers and Gemma 3's vision tower and processor),
+    each tokenizer carrying its template's tokens so the recipe's template is kept, for a model a CPU cannot hold;
   - precision: bf16/fp16 off (bf16 on CPU needs use_cpu and is slow);
   - DeepSpeed for step 4: ZeRO needs torch.distributed ranks and JIT-compiles its CPU comm op (~150 s); the JSON
     is judged by DeepSpeed's config model in step 1 instead;
@@ -58,9 +60,14 @@ def _environ_as_found():
 
 
 GPU_RECIPES = ("llama3-8b-z3", "llama3-8b-lora", "llama3-8b-full-z3", "qwen2.5-7b-lora-7900xtx",
-               "qwen2.5-7b-z3-offload", "llama3-8b-dpo-z3", "qwen2.5-7b-dpo-7900xtx", "llama3-8b-pt-z3")
+               "qwen2.5-7b-z3-offload", "llama3-8b-dpo-z3", "qwen2.5-7b-dpo-7900xtx", "llama3-8b-pt-z3",
+               "qwen3-8b-lora", "qwen3-30b-a3b-lora-z3", "gpt-oss-20b-lora", "gemma3-12b-qlora-7900xtx",
+               "qwen3-4b-lora-strixhalo")
 # LLaMA-Factory 0.9.5 model/model_utils/attention.py: what `flash_attn` becomes in the model's config.
-ATTENTION = {"fa2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+ATTENTION = {"fa2": "flash_attention_2", "sdpa": "sdpa", "eager": "eager", "disabled": "eager"}
+# The recipe's model family (the planner's reading of it) -> the tiny model of that family that stands in for it
+# (scripts/make_tiny_model.py --family); every other family: the tiny Llama.
+FAMILY = {"qwen3": "qwen3", "qwen3_moe": "qwen3_moe", "gpt_oss": "gpt_oss", "gemma3_text": "gemma3"}
 # The `stage` get_dataset is called with by LLaMA-Factory's own workflows (train/*/workflow.py).
 DATA_STAGE = {"sft": "sft", "pt": "pt", "dpo": "rm", "rm": "rm", "kto": "kto"}
 
@@ -114,15 +121,41 @@ def arch_image_package_set(lf_parser, arch: str):
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, tiny_model):
-    """LLaMA-Factory imported once for every recipe, in an offline environment restored afterwards."""
+    """LLaMA-Factory imported once for every recipe, in an offline environment restored afterwards, with the
+    worker's gpt-oss shim (rocmft.worker.gpt_oss_eager: the job applies it before run_exp)."""
     env = offline_env(tmp_path_factory.mktemp("rehearsal"), LLAMAFACTORY_VERBOSITY="WARN", DISABLE_VERSION_CHECK="0")
     with pytest.MonkeyPatch.context() as patch:
         for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "MPLCONFIGDIR", "LLAMAFACTORY_VERBOSITY"):
             patch.setenv(key, env[key])
         patch.chdir(ROOT)  # dataset_dir and the rendered paths are relative to the project root
         from llamafactory.hparams import parser as lf_parser
+        from llamafactory.model import patcher
 
+        from rocmft.worker import gpt_oss_eager
+
+        patch.setattr(patcher, "configure_attn_implementation", gpt_oss_eager(patcher.configure_attn_implementation))
         yield lf_parser, tiny_model
+
+
+def family_model(name: str, tiny_llama: Path) -> Path:
+    """The tiny model of the recipe's family, built in this process the first time (the builder's imports are paid
+    already: one build takes a second here, ~30 s as a fresh process)."""
+    from rocmft.plan import models
+
+    recipe = recipes.load(name)
+    family = FAMILY.get(models.resolve(str(recipe.llamafactory["model_name_or_path"])).model_type)
+    if family is None:
+        return tiny_llama
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_tiny_model", ROOT / "scripts" / "make_tiny_model.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    out = ROOT / "models" / f"tiny-{family}"
+    if not builder.current(out, 0, family=family):
+        with builder.output_to(out / "build.log"):
+            builder.build_family(out, family)
+    return out
 
 
 def corpus_dir(tmp_path: Path, block: int) -> Path:
@@ -164,7 +197,8 @@ def micro_batch(dataset, size: int) -> list[dict]:
 
 @pytest.mark.parametrize("name", GPU_RECIPES)
 def test_gpu_recipe_rehearsed_on_cpu(stack, name, tmp_path):
-    lf_parser, model = stack
+    lf_parser, tiny_llama = stack
+    model = family_model(name, tiny_llama)  # swap: a tiny model of the recipe's own family
     recipe, out, args = rendered_for_cpu(name, model, tmp_path)
     arch = arches.get(recipe.arch)
     args["output_dir"] = str(tmp_path / "output")

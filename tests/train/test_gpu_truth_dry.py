@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import subprocess
 import sys
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.train
 
 def test_dry_run_measures_two_configurations_end_to_end(tmp_path, tiny_model):
     env = offline_env(tmp_path)
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_truth.py"), "run", "--dry-run",
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_truth.py"), "run", "--dry-run", "--matrix", "next",
                            "--steps", "3", "--work", str(tmp_path / "work")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -33,10 +34,20 @@ def test_dry_run_measures_two_configurations_end_to_end(tmp_path, tiny_model):
     # pack padding that the Trainer's "all" count includes and the real count does not
     assert all(float(r["real_tokens_per_s"]) > 0 for r in rows)
     metrics = (tmp_path / "work" / "gpu_truth-cpu-metrics.json").read_text()
-    import json
 
     neat = json.loads(metrics)["lora-neat"]
     assert 0 < neat["measured_real_tokens"] < neat["measured_tokens"]
+    # the next GPU run (issue 48), rehearsed: each configuration rendered (its DeepSpeed variant JSON too) and planned
+    # for an 80 GB card, whose rows are 4,096 tokens; none is trained here (the two runs above are the CPU's part)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gputruth.matrix import NEXT_MATRIX
+
+    listed = proc.stdout[proc.stdout.index("configurations a GPU run would measure"):]
+    assert "cutoff_len=4096" in listed.splitlines()[0] and "plan.product=H100" in listed.splitlines()[0]
+    for cfg in NEXT_MATRIX:
+        assert f"  {cfg.name}: renders; planned " in listed, cfg.name
+    persist = json.loads((tmp_path / "work" / "ds" / "persist-only.json").read_text())["zero_optimization"]
+    assert persist["stage3_param_persistence_threshold"] == 10**10 and "memory_efficient_linear" not in persist
     # the table is printed last, and nothing was written into the project's results/
     assert proc.stdout.rstrip().splitlines()[-1].startswith("Ratios are measured / planned")
     assert not (ROOT / "results" / "gpu_truth-cpu.csv").exists()

@@ -115,15 +115,35 @@ def test_two_processes_torchrun_gloo(ddp_run):
     assert json.loads((run / "plan.json").read_text())["nproc_per_node"] == 2
 
 
-@pytest.mark.parametrize("preset", ["zero2", "zero3"])
-def test_two_processes_deepspeed_presets_train_the_same_losses_as_plain_ddp(env, ddp_run, preset):
+def partitioned_zero3(folder: Path) -> Path:
+    """The shipped zero3 preset with stage3_param_persistence_threshold 0: the tiny model's largest parameter (52k
+    elements) is under the preset's 1e6, which would keep all of it whole; at 0 every weight is partitioned and
+    gathered per micro-batch, as an 8B's base is under the shipped 1e6."""
+    from rocmft.recipe import render
+
+    cfg = json.loads(render.environment().get_template("zero3.json.j2").render(bf16=False, fp16=False))
+    cfg["zero_optimization"]["stage3_param_persistence_threshold"] = 0
+    path = folder / "zero3-partitioned.json"
+    path.write_text(json.dumps(cfg, indent=2))
+    return path
+
+
+@pytest.mark.parametrize("preset", ["zero2", "zero3", "zero3-replicated"])
+def test_two_processes_deepspeed_presets_train_the_same_losses_as_plain_ddp(env, ddp_run, preset, tmp_path):
     """Our presets change scheduling only (overlap_comm, buckets, prefetch, persistence: ds_configs/*.json.j2), never
     the math: the same seed on the same two processes gives plain DDP's losses at every step. This holds the presets
     to the unsharded control (issue 21 held them to LLaMA-Factory's example presets once, with two more two-process
-    runs in every CI; the DDP run is trained anyway)."""
-    _, run = train(env, preset, "gpus_per_node=2", f"deepspeed={preset}", timeout=1200)
+    runs in every CI; the DDP run is trained anyway). zero3 runs partitioned (partitioned_zero3); zero3-replicated,
+    the flagship's lean ZeRO-3 (issue 48), keeps every weight whole and torch's own linear (memory_efficient_linear
+    false): three ways of holding the weights, one set of losses."""
+    chosen = str(partitioned_zero3(tmp_path)) if preset == "zero3" else preset
+    _, run = train(env, preset, "gpus_per_node=2", f"deepspeed={chosen}", timeout=1200)
     ds = json.loads((run / "ds_config.json").read_text())["zero_optimization"]
-    assert ds["stage"] == int(preset[-1]) and ds["overlap_comm"] is True
+    assert ds["stage"] == int(preset[4]) and ds["overlap_comm"] is True
+    if preset == "zero3":
+        assert ds["stage3_param_persistence_threshold"] == 0 and "memory_efficient_linear" not in ds
+    if preset == "zero3-replicated":
+        assert ds["stage3_param_persistence_threshold"] >= 817 * 64 and ds["memory_efficient_linear"] is False
     assert yaml.safe_load((run / "train.yaml").read_text())["deepspeed"].endswith(f"/{preset}/ds_config.json")
     new, control = losses(run), losses(ddp_run)
     assert len(new) == len(control) == yaml.safe_load((run / "train.yaml").read_text())["max_steps"]

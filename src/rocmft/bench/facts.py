@@ -16,7 +16,7 @@ from ..run import runs
 
 
 def zero_stage(preset: str) -> str:
-    return {"none": "none", "zero0": "0", "zero1": "1", "zero2": "2", "zero3": "3",
+    return {"none": "none", "zero0": "0", "zero1": "1", "zero2": "2", "zero3": "3", "zero3-replicated": "3-replicated",
             "zero3-offload-optimizer": "3-offload-optimizer", "zero3-offload": "3-offload"}.get(
         preset, preset)
 

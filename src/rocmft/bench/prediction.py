@@ -64,7 +64,7 @@ def predict(row: Mapping[str, str]) -> Prediction:
     pred.memory_gib = mem.total_gib - runtime
     if tp is not None and tp.tokens_per_s_gpu is not None:
         pred.tokens_per_s = tp.tokens_per_s_gpu
-        pred.mfu = (tp.mfu[0] * tp.factor, tp.mfu[1] * tp.factor)
+        pred.mfu = tp.effective_mfu
     elif tp is not None and tp.notes:
         pred.notes.append(tp.notes[0])
     return pred

@@ -16,6 +16,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--steps", default=None, metavar="N",
                         help="estimate the time of N optimizer steps instead of the dataset's epochs (make plan STEPS=N)")
     parser.add_argument("--price", default=None, help="USD per GPU-hour: GPU-hours and cost of the run (make plan PRICE=)")
+    parser.add_argument("--profile", default=None, metavar="reference",
+                        help="plan the rows of the reference length profile for the recipe's stage "
+                             "(src/rocmft/plan/profiles.json, what plan-all and README quote) instead of its dataset")
     parser.add_argument("--summary", action="store_true", help="print the few-line summary `make train` shows")
     parser.add_argument("--check", action="store_true", help="exit 1 when the plan says it does not fit")
 
@@ -42,8 +45,11 @@ def run(args) -> int:
         extra.append(f"arch={args.arch}")
     if args.nodes:
         extra.append(f"nodes={args.nodes}")
+    if args.profile not in (None, "", "reference"):
+        raise ProblemReport([Problem("", "PROFILE", f"unknown length profile `{args.profile}`",
+                                     "PROFILE=reference (the rows plan-all and README quote), or leave it unset")])
     recipe = recipes.load(args.recipe, extra)
-    result = planner.check(recipe, steps=steps, strict=True)
+    result = planner.check(recipe, steps=steps, strict=True, profile=bool(args.profile))
     if args.summary:
         print(result.summary)
     else:

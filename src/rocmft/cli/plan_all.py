@@ -25,7 +25,7 @@ def run(args) -> int:
             rows.append((name, "?", "?", "?", "?", "?", "invalid recipe", "?"))
             notes += [f"{name}: {p.line()}" for p in exc.errors]
             continue
-        result = planner.check(recipe)
+        result = planner.check(recipe, profile=True)
         rows.append(report.table_row(result))
         if result.memory is None:
             notes += [f"{name}: {p.line()}" for p in result.problems if p.severity == "error"]
@@ -35,9 +35,11 @@ def run(args) -> int:
     print(report.table(rows))
     print("\nGiB/GPU: peak estimate against the GPU memory of the arch's product (the arch's first, the host's, or "
           "plan.product; fits < 90% <= tight <= 100% < does not fit); "
-          "real tokens/s/GPU: non-padding tokens, from the rows' lengths on disk, at the arch's utilisation range of its dense peak (docker/arches.yaml `mfu`) unless a recipe "
-          "sets plan.mfu. "
-          "Details: make plan RECIPE=<name>")
+          "real tokens/s/GPU: non-padding tokens of the reference length profile for the recipe's stage "
+          "(src/rocmft/plan/profiles.json: sft = 999 rows of LLaMA-Factory's alpaca_en_demo, dpo = its 300 dpo_en_demo "
+          "pairs, pt = its 300 c4_demo documents; not the demo rows a recipe ships with), at the arch's utilisation "
+          "range of its dense peak (docker/arches.yaml `mfu`) unless a recipe sets plan.mfu, with the host's time. "
+          "Details: make plan RECIPE=<name> PROFILE=reference")
     for note in notes:
         print(f"  {note}")
     return 1 if args.check and failed else 0

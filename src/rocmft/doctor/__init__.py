@@ -15,7 +15,7 @@ from ..hardware.host import HostFacts
 from .daemon import DockerFacts, docker_facts, docker_findings, runs_disk_findings
 from .devices import device_findings, driver_findings, gpu_findings, no_gpu
 from .interconnect import iommu_findings, peer_to_peer
-from .memory import igpu_findings, numa_balancing_findings, shm_findings
+from .memory import igpu_findings, memory_share_findings, numa_balancing_findings, shm_findings
 from .report import Finding, Report, render
 
 __all__ = ["DockerFacts", "Finding", "Report", "check", "docker_facts", "render"]
@@ -28,5 +28,6 @@ def check(host: HostFacts, docker: DockerFacts, arches: Mapping[str, Any], *, ar
     findings = [*device_findings(host), *gpus.findings, *docker_findings(docker, gpus.target, none),
                 *runs_disk_findings(host, none), *shm_findings(host, none), *iommu_findings(host),
                 *peer_to_peer(host, arches), *numa_balancing_findings(host, arches),
-                *driver_findings(host, arches, gpus.target), *igpu_findings(host, arches)]
+                *driver_findings(host, arches, gpus.target), *igpu_findings(host, arches),
+                *memory_share_findings(host, arches)]
     return Report(findings, gpus.lines, gpus.suggested, none)

@@ -83,7 +83,11 @@ def gpu_findings(host: HostFacts, arches: Mapping[str, Any], arch: str | None) -
         a = arches.get(g.gfx)
         return a.identify(g.device_id, g.compute_units, g.name) if a is not None else None
 
-    gpus = [f"GPU {g.index}: {g.gfx or 'unknown gfx'}" + (f" {g.name or product(g) or ''}".rstrip())
+    def kind(g) -> str:  # a discrete card or the CPU's own GPU (Strix Halo's iGPU is a training target too)
+        a = arches.get(g.gfx)
+        return " integrated" if a is not None and getattr(a, "integrated", False) else ""
+
+    gpus = [f"GPU {g.index}: {g.gfx or 'unknown gfx'}" + (f" {g.name or product(g) or ''}".rstrip()) + kind(g)
             + (f" ({g.render_node})" if g.render_node else "") + (f" [{g.pci}]" if g.pci else "") for g in host.gpus]
     suggested = None
     if host.gpus:
@@ -112,7 +116,8 @@ def gpu_findings(host: HostFacts, arches: Mapping[str, Any], arch: str | None) -
                 for p in named:
                     f = a.for_product(p)
                     peak = f"{f.peak('bf16'):g} bf16 TFLOP/s" if f.peak("bf16") else "no known bf16 peak"
-                    add("ok", f"{name} is {p}: `make plan` uses its figures ({f.gpu_memory_gb:g} GB, {peak}, "
+                    memory = "its memory share below" if f.integrated else f"{f.gpu_memory_gb:g} GB"
+                    add("ok", f"{name} is {p}: `make plan` uses its figures ({memory}, {peak}, "
                         f"{f.gpus_per_node} per node)")
             else:
                 ids = ", ".join(sorted({f"0x{g.device_id:04x}" for g in mine if g.device_id})) or "no device id"

@@ -43,15 +43,55 @@ def numa_balancing_findings(host: HostFacts, arches: Mapping[str, Any]) -> list[
                     "`echo kernel.numa_balancing=0 | sudo tee /etc/sysctl.d/90-rocm.conf`")]
 
 
+def _integrated_target(gfx: str, arches: Mapping[str, Any]) -> bool:
+    """An integrated GPU the table trains on (Strix Halo, gfx1151), not one to hide."""
+    return gfx in arches and bool(getattr(arches[gfx], "integrated", False))
+
+
 def igpu_findings(host: HostFacts, arches: Mapping[str, Any]) -> list[Finding]:
     """An enabled Ryzen iGPU beside discrete GPUs: ROCm enumerates it with them, so a run without GPUS= may land on
-    it, and a container given all of /dev/dri gets it too. AMD (ROCm/TheRock discussion #8045) recommends hiding it."""
+    it, and a container given all of /dev/dri gets it too. AMD (ROCm/TheRock discussion #8045) recommends hiding it.
+    Strix Halo's (gfx1151) is a training target of its own: said, not to be hidden."""
     igpus = [g for g in host.gpus if g.gfx in INTEGRATED_GFX]
     discrete = [g for g in host.gpus if g.gfx in arches and g.gfx not in INTEGRATED_GFX]
     if not igpus or not discrete:
         return []
-    which = ", ".join(f"GPU {g.index} ({g.gfx}{', ' + g.render_node if g.render_node else ''})" for g in igpus)
-    keep = ",".join(str(g.index) for g in discrete)
-    return [Finding("warn", f"the CPU's integrated GPU is enabled: {which}; ROCm lists it beside the "
-                    f"{discrete[0].gfx} GPUs and a run without GPUS= may use it",
-                    f"disable it in the BIOS/UEFI (Integrated Graphics: Disabled), or run with GPUS={keep}")]
+    out = []
+    targets = [g for g in igpus if _integrated_target(g.gfx, arches)]
+    if targets:
+        which = ", ".join(f"GPU {g.index} ({g.gfx})" for g in targets)
+        out.append(Finding("info", f"{which}: the CPU's integrated GPU (Strix Halo), beside the discrete "
+                           f"{discrete[0].gfx} GPUs: a run gets the GPUs of its recipe's arch alone",
+                           f"ARCH={targets[0].gfx} trains on the integrated GPU, ARCH={discrete[0].gfx} on the discrete ones"))
+    hide = [g for g in igpus if g not in targets]
+    if hide:
+        which = ", ".join(f"GPU {g.index} ({g.gfx}{', ' + g.render_node if g.render_node else ''})" for g in hide)
+        keep = ",".join(str(g.index) for g in discrete)
+        out.append(Finding("warn", f"the CPU's integrated GPU is enabled: {which}; ROCm lists it beside the "
+                           f"{discrete[0].gfx} GPUs and a run without GPUS= may use it",
+                           f"disable it in the BIOS/UEFI (Integrated Graphics: Disabled), or run with GPUS={keep}"))
+    return out
+
+
+def memory_share_findings(host: HostFacts, arches: Mapping[str, Any]) -> list[Finding]:
+    """An integrated GPU's memory is the host's: the firmware's carve-out (UMA frame buffer, mem_info_vram_total) and
+    the kernel's GTT limit (mem_info_gtt_total: amdgpu.gttsize, ttm.pages_limit), ROCm allocating in GTT when the
+    carve-out is small (AMD: https://rocm.docs.amd.com/en/latest/how-to/system-optimization/strixhalo.html). `make
+    plan` uses the larger (GPU.memory_share); offloading to "host RAM" gains nothing there."""
+    out = []
+    for g in host.gpus:
+        if not _integrated_target(g.gfx, arches):
+            continue
+        name = f"GPU {g.index} ({g.gfx}{', ' + g.name if g.name else ''})"
+        if g.memory_share is None:
+            out.append(Finding("warn", f"{name} is an integrated GPU whose memory share cannot be read "
+                               "(no mem_info_vram_total / mem_info_gtt_total in sysfs): `make plan` uses "
+                               f"{arches[g.gfx].gpu_memory_gb:g} GB from docker/arches.yaml",
+                               "set plan: {gpu_memory_gb: N} in the recipe to the share this machine gives its GPU"))
+            continue
+        out.append(Finding("ok", f"{name} is an integrated GPU (Strix Halo): its memory is the host's, carve-out "
+                           f"{size(g.vram_bytes)} (firmware: UMA frame buffer), GTT {size(g.gtt_bytes)} (the kernel's "
+                           f"limit); `make plan` uses {size(g.memory_share)}",
+                           "more for the GPU: a larger GTT limit on the kernel command line (ttm.pages_limit=<4 KiB "
+                           "pages>), or a larger carve-out in the firmware; AMD's Strix Halo optimization page"))
+    return out

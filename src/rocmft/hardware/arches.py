@@ -60,6 +60,7 @@ class Arch:
     product: str = ""  # whose figures these are: the first of `products` unless for_product() chose another
     product_table: Mapping[str, Product] = field(default_factory=dict)
     unified_memory: bool = False  # an APU: GPU memory is the host's memory (nothing to offload to)
+    integrated: bool = False  # the CPU's own GPU (Strix Halo): a training target, its memory share the host's
     # `base_image_digest: sha256:...` pins the base's content, not only its tag: the image's ID (what `docker load`
     # keeps) or its registry digest. `make image` refuses a local base that is neither (issue 43, L10).
     base_image_digest: str = ""
@@ -163,6 +164,7 @@ def _build(name: str, entry: dict, defaults: dict, lock_file: Path) -> Arch:
         product_table=MappingProxyType({pname: _product(name, pname, spec or {}, tuple(merged.get("products", ())))
                                         for pname, spec in (entry.get("product_figures") or {}).items()}),
         unified_memory=bool(merged.get("unified_memory", False)),
+        integrated=bool(merged.get("integrated", False)),
         # the digest of the base the entry names: an arch that names its own base_image never takes the default's
         base_image_digest=str(entry.get("base_image_digest", "" if "base_image" in entry
                                         else defaults.get("base_image_digest", "")) or ""),

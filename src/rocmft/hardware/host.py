@@ -50,6 +50,15 @@ class GPU:
     xgmi_peers: tuple[int, ...] = ()
     vram_bytes: int | None = None  # amdgpu's mem_info_vram_total
     visible_vram_bytes: int | None = None  # mem_info_vis_vram_total: the VRAM the PCIe BAR exposes
+    gtt_bytes: int | None = None  # mem_info_gtt_total: the system RAM the GPU may map (the kernel's GTT limit)
+
+    @property
+    def memory_share(self) -> int | None:
+        """What an integrated GPU (Strix Halo) can allocate: on such an APU ROCm allocates in GTT when the firmware's
+        carve-out (mem_info_vram_total) is small (the kernel's "drm/amdkfd: Let VRAM allocations go to GTT domain on
+        small APUs"; AMD's Strix Halo page: GTT is the pool PyTorch uses), in the carve-out otherwise: the larger."""
+        shares = [b for b in (self.vram_bytes, self.gtt_bytes) if b]
+        return max(shares) if shares else None
 
 
 @dataclass(frozen=True)
@@ -202,7 +211,8 @@ def gpus_from_sysfs(topology: str | Path | None = None, dri: str = DRI, pci_devi
                          compute_units=simds // per_cu if simds and per_cu else None, node=int(node.name),
                          peers=peers, xgmi_peers=xgmi,
                          vram_bytes=_read_int(pci_base / pci / "mem_info_vram_total") if pci else None,
-                         visible_vram_bytes=_read_int(pci_base / pci / "mem_info_vis_vram_total") if pci else None))
+                         visible_vram_bytes=_read_int(pci_base / pci / "mem_info_vis_vram_total") if pci else None,
+                         gtt_bytes=_read_int(pci_base / pci / "mem_info_gtt_total") if pci else None))
     return found
 
 

@@ -22,11 +22,25 @@ BITSANDBYTES_VERSION = "0.50.2"
 # #994: 0.6.5 still required transformers<5); and every apply_liger_kernel_to_* LLaMA-Factory 0.9.5's
 # model/model_utils/liger_kernel.py imports, qwen3_5 included (0.8.0+). Its README documents ROCm 7.2 installs.
 LIGER_KERNEL_VERSION = "0.8.2"
+# LLaMA-Factory's optional optimizers (hparams/parser.py _check_extra_dependencies: use_galore, use_apollo, use_badam,
+# use_adam_mini), in the GPU images only (the CPU venv's lock does not hold them). Each is a pure-Python wheel
+# (py3-none-any) on top of torch, and each imports with transformers 5.6 (checked: `import galore_torch, apollo_torch,
+# badam, adam_mini` in the CPU venv); galore_torch and apollo_torch import bitsandbytes (their 8-bit AdamW), so an
+# arch without bitsandbytes leaves them out. Mixture-of-Depths is not here: no mixture-of-depth release imports with
+# transformers 5.6 (1.2.0: `TRANSFORMERS_CACHE`, 1.1.6: `is_torch_fx_available`, both removed).
+GALORE_TORCH_VERSION = "1.0"
+APOLLO_TORCH_VERSION = "1.0.3"
+BADAM_VERSION = "1.4"  # LLaMA-Factory asks for badam>=1.2.1
+ADAM_MINI_VERSION = "1.1.1"
 # The pins above by canonical pip name: what docker/arches.yaml's `packages: {<name>: versions.py}` resolves to.
 IMAGE_PINS = {
     "flash-attn": FLASH_ATTN_VERSION,
     "bitsandbytes": BITSANDBYTES_VERSION,
     "liger-kernel": LIGER_KERNEL_VERSION,
+    "galore-torch": GALORE_TORCH_VERSION,
+    "apollo-torch": APOLLO_TORCH_VERSION,
+    "badam": BADAM_VERSION,
+    "adam-mini": ADAM_MINI_VERSION,
 }
 # Build backends for the project and the sdists (a py3.12 venv has no setuptools; the lock has none).
 BUILD_DEPS = ("setuptools==84.2.1", "wheel==0.48.0")

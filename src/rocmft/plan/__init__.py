@@ -67,8 +67,9 @@ def plan_workload(w: Workload, data: dataset.DatasetSize | None = None, steps: i
     return mem, throughput.estimate(w, data, steps), suggest.suggest(w, mem)
 
 
-def check(recipe: Recipe, *, steps: int | None = None, strict: bool = False) -> PlanResult:
-    """Plan a loaded recipe. `steps`: estimate the time of that many optimizer steps instead of the dataset."""
+def check(recipe: Recipe, *, steps: int | None = None, strict: bool = False, profile: bool = False) -> PlanResult:
+    """Plan a loaded recipe. `steps`: estimate the time of that many optimizer steps instead of the dataset.
+    `profile`: the rows of the reference length profile for the recipe's stage (lengths.profile) instead of its data."""
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
         raise ProblemReport([Problem("", "STEPS", f"must be a whole number of optimizer steps > 0, got {steps!r}")])
     try:
@@ -77,8 +78,15 @@ def check(recipe: Recipe, *, steps: int | None = None, strict: bool = False) -> 
         if strict:
             raise
         return PlanResult(recipe, None, None, None, [], list(exc.problems))
-    data = dataset.count(recipe.llamafactory)
-    w, note = with_lengths(w, recipe.llamafactory, data)
+    if profile:
+        found = lengths.profile(recipe.llamafactory)
+        data = dataset.DatasetSize(found.names, len(found.tokens) // w.sequences_per_sample)
+        w = replace(w, lengths=found)
+        note = (f"row lengths: {data.rows:,} rows of the {found.names[0]} (make plan-all, README), "
+                f"mean {found.mean:.0f} tokens, by {found.how}")
+    else:
+        data = dataset.count(recipe.llamafactory)
+        w, note = with_lengths(w, recipe.llamafactory, data)
     mem, tp, sugg = plan_workload(w, data if steps is None and w.max_steps <= 0 else None, steps)
     result = PlanResult(recipe, w, mem, tp, sugg, problems)
     result.lengths_note = note

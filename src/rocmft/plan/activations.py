@@ -26,13 +26,14 @@ linear cross-entropy never holds the logits (liger_kernel/ops/rms_norm.py, swigl
 
 from __future__ import annotations
 
+from . import zero3
 from .workload import Workload
 
 GIB = float(1 << 30)
 LOGITS_BYTES_PER_ENTRY = 12  # measured, see logits_gib
 # Model types LLaMA-Factory 0.9.5 applies Liger to (llamafactory/model/model_utils/liger_kernel.py).
-LIGER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "granite",
-                     "olmo2", "glm", "glm4")
+LIGER_MODEL_TYPES = ("llama", "qwen2", "qwen3", "qwen3_moe", "qwen3_next", "mistral", "mixtral", "gemma", "gemma2",
+                     "gemma3_text", "gpt_oss", "phi3", "granite", "olmo2", "glm", "glm4")
 
 
 def act_bytes(w: Workload) -> int:
@@ -64,8 +65,7 @@ def lora_bytes(w: Workload) -> float:
     if w.method != "lora" or not w.lora_targets:
         return 0.0
     a = act_bytes(w)
-    shapes = w.model.linear_shapes()
-    inputs = sum(shapes[t][0] for t in w.lora_targets)
+    inputs = w.model.adapter_inputs(w.lora_targets)
     upcast = upcast_adapters(w)
     copy = 2 if upcast else a  # the tensor lora_A keeps: autocast's 16-bit copy, or the adapter-dtype input
     if w.lora_dropout > 0:
@@ -74,13 +74,24 @@ def lora_bytes(w: Workload) -> float:
     elif upcast:
         per_input = copy * inputs
     else:  # 16-bit adapters without dropout keep the base layer's own input: one per distinct tensor
-        h, i = w.model.hidden_size, w.model.intermediate_size
-        targets = set(w.lora_targets)
-        # o_proj's input is the attention output, which the attention kernel keeps anyway (counted there)
-        distinct = (h if targets & {"q_proj", "k_proj", "v_proj"} else 0) \
-            + (h if targets & {"gate_proj", "up_proj"} else 0) + (i if "down_proj" in targets else 0)
-        per_input = a * distinct
+        per_input = a * w.model.distinct_adapter_inputs(w.lora_targets)
     return per_input + copy * w.lora_rank * len(w.lora_targets)  # + each lora_B's rank-sized input
+
+
+def zero3_linear_bytes(w: Workload) -> float:
+    """Bytes per token one decoder layer's frozen base projections keep under DeepSpeed's linear swap
+    (zero3.linear_swap: `LinearFunctionForZeroStage3` saves its input whatever the weight needs). One tensor per
+    distinct input - q/k/v share theirs, gate/up theirs - unless something keeps it anyway: o_proj's input is the
+    attention output (counted with attention), and 16-bit adapters without dropout keep the base input itself
+    (lora_bytes). Measured on CPU with DeepSpeed's own zero3_linear_wrap in place of F.linear: +2 x (2h + i)
+    bytes per token with dropout 0.05, nothing without (tests/unit/plan/test_plan_activations_measured.py)."""
+    if w.method != "lora" or not zero3.linear_swap(w):
+        return 0.0
+    h, i = w.model.hidden_size, w.model.intermediate_size
+    adapter_keeps = w.lora_dropout == 0 and not upcast_adapters(w)
+    targets = set(w.lora_targets)
+    inputs = ((h, {"q_proj", "k_proj", "v_proj"}), (h, {"gate_proj", "up_proj"}), (i, {"down_proj"}))
+    return act_bytes(w) * sum(size for size, modules in inputs if not (adapter_keeps and targets & modules))
 
 
 def layer_activation_bytes(w: Workload) -> float:
@@ -90,11 +101,12 @@ def layer_activation_bytes(w: Workload) -> float:
     the normalized tensor the weight multiplies (a*h). Linears whose weights train keep their inputs: the two
     norm outputs (a*h each) and the down_proj input (a*i). Attention: rotated q, k, v and the output, which is
     also o_proj's input (a*(2*q_dim + 2*kv_dim)). SwiGLU: gate, SiLU(gate), up (3*a*i; Liger: gate and up).
-    Plus the LoRA adapters' inputs (`lora_bytes`). Full/freeze layers train their weights; LoRA layers do not.
+    Plus the LoRA adapters' inputs (`lora_bytes`) and, under ZeRO-3's linear swap, the frozen projections' inputs
+    (`zero3_linear_bytes`). Full/freeze layers train their weights; LoRA layers do not.
     """
     m = w.model
     a = act_bytes(w)
-    h, i = m.hidden_size, m.intermediate_size
+    h, i = m.hidden_size, m.mlp_width  # MoE: the top-k experts' and the shared expert's width a token runs
     liger = liger_applies(w)
     trains_weights = w.method != "lora"
     norm = a * h if liger else 4 * h
@@ -102,8 +114,23 @@ def layer_activation_bytes(w: Workload) -> float:
         norm += a * h
     inputs = (2 * a * h + a * i) if trains_weights else 0
     attention = a * (2 * m.q_dim + 2 * m.kv_dim)
-    mlp = (2 if liger else 3) * a * i
-    return 2 * norm + inputs + attention + mlp + lora_bytes(w)
+    # SwiGLU keeps gate, SiLU(gate) and up; Liger's replaces dense MLPs (gate and up), not fused experts; gpt-oss's
+    # clamped SwiGLU (GptOssExperts._apply_gate: clamp, sigmoid, glu, up + 1) keeps ~5 i per expert token, measured
+    # (test_plan_activations_measured.py)
+    mlp = (5 if m.model_type == "gpt_oss" else 2 if liger and not m.is_moe else 3) * a * i
+    return 2 * norm + inputs + attention + mlp + routing_bytes(w) + lora_bytes(w) + zero3_linear_bytes(w)
+
+
+def routing_bytes(w: Workload) -> float:
+    """A MoE layer's routing, per token on average over the layers: the fp32 router logits and softmax (transformers'
+    TopKRouter), each of the top-k expert inputs gathered and each expert output weighted by its router score
+    (Qwen3MoeExperts.forward: `hidden_states[token_idx]`, `* top_k_weights`)."""
+    e = w.model.experts
+    if e is None:
+        return 0.0
+    a = act_bytes(w)
+    per_token = 2 * 4 * e.count + 2 * a * e.top_k * w.model.hidden_size
+    return per_token * e.layers / w.model.num_hidden_layers
 
 
 def saved_layers(w: Workload) -> int:
@@ -135,14 +162,21 @@ def activations_gib(w: Workload) -> float:
     return total / GIB
 
 
+def layer_tokens_gib(w: Workload, per_token_layer: float) -> float:
+    """GiB of `per_token_layer` bytes kept in every saved layer for one full micro-batch (as activations_gib counts)."""
+    layers = 2 if w.gradient_checkpointing else saved_layers(w) + 1
+    return layers * w.tokens_per_micro_batch * per_token_layer / GIB
+
+
 def logits_gib(w: Workload) -> float:
     """transformers' ForCausalLMLoss upcasts the logits to fp32 before cross-entropy (bf16 logits 2 + fp32 copy 4 +
     fp32 log-softmax 4 in forward); the Trainer's compute_loss returns the loss alone, so the model's outputs,
     bf16 logits included, are gone before backward, whose peak is the saved log-softmax 4 + its gradient 4 +
-    the fp32 logits' gradient 4: 12 bytes per token per vocabulary entry. Measured as a fresh process's peak
-    resident set over that forward + backward of a 1-layer bf16 LlamaForCausalLM with a 32k vocabulary on CPU:
-    12.0 (14.0 when the caller keeps the outputs through backward, which the Trainer does not):
-    tests/unit/plan/test_plan_activations_measured.py. 11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
+    the fp32 logits' gradient 4: 12 bytes per token per vocabulary entry. Measured as the peak of the bytes in
+    live tensors (PyTorch's CPU allocator, through the profiler) over that forward + backward of a 1-layer bf16
+    LlamaForCausalLM with a 32k vocabulary on CPU: 12.09, the model's gradients included (14.09 when the caller
+    keeps the outputs through backward, which the Trainer does not): tests/unit/plan/test_plan_activations_measured.py.
+    11.7 GiB for 4x2048 tokens of a 128k vocabulary."""
     tokens = w.tokens_per_micro_batch
     if fused_loss(w):
         # Liger's fused linear cross-entropy computes the loss in chunks and never holds the full logits.

@@ -159,6 +159,42 @@ def counter(model: str) -> tuple[Any, str]:
             f"~{CHARS_PER_TOKEN:g} characters per token ({why})")
 
 
+def _markup(lf: Mapping[str, Any], count, how: str) -> tuple[float, float, float]:
+    """Tokens of the template's markup: (per row, per message, the default system prompt of a row without one)."""
+    known = TEMPLATES.get(str(lf.get("template") or ""))
+    if str(lf.get("stage") or "sft") == "pt":
+        return 1, 0, 0  # the document and its EOS (data/processor/pretrain.py)
+    if known and how.startswith("~"):  # characters would count each special token as a dozen: the fixed figures
+        return (1 if known[0] else 0), MARKUP_PER_MESSAGE, (count([known[2]])[0] + MARKUP_PER_MESSAGE if known[2] else 0)
+    if known:
+        prefix, message, default_system = known
+        per_row, user, assistant, system = count([prefix, message.format(role="user"),
+                                                  message.format(role="assistant"), default_system])
+        return per_row, (user + assistant) / 2, (system + count([message.format(role="system")])[0] if default_system else 0)
+    return 1, MARKUP_PER_MESSAGE, 0
+
+
+PROFILES_FILE = Path(__file__).with_name("profiles.json")
+
+
+@lru_cache(maxsize=1)
+def _profiles() -> dict[str, Any]:
+    return json.loads(PROFILES_FILE.read_text(encoding="utf-8"))["profiles"]
+
+
+def profile(lf: Mapping[str, Any]) -> Lengths:
+    """The reference length profile for the recipe's stage (profiles.json, with where its lengths come from): each
+    text at ~4 characters per token, the template's markup as `read` counts it."""
+    stage = str(lf.get("stage") or "sft")
+    name, found = next(((n, p) for n, p in _profiles().items() if stage in p["stages"]), ("sft", _profiles()["sft"]))
+    count, how = counter(str(lf.get("model_name_or_path") or ""))
+    per_row, per_message, system_tokens = _markup(lf, count, how)
+    tokens = tuple(round(per_row + per_message * seq[0] + system_tokens + sum(round(c / CHARS_PER_TOKEN) for c in seq[1:]))
+                   for row in found["rows"] for seq in row)
+    return Lengths((f"reference profile `{name}`",), tokens,
+                   f"~{CHARS_PER_TOKEN:g} characters per token ({found['what']}; {found['source']})")
+
+
 def read(lf: Mapping[str, Any]) -> Lengths | None | str:
     """Row lengths for the recipe's datasets, or a sentence saying why they cannot be read (hub, binary...)."""
     names = tuple(n.strip() for n in str(lf.get("dataset") or "").split(",") if n.strip())
@@ -172,20 +208,7 @@ def read(lf: Mapping[str, Any]) -> Lengths | None | str:
     except (OSError, ValueError):
         return f"{folder / 'dataset_info.json'} not readable"
     count, how = counter(str(lf.get("model_name_or_path") or ""))
-    known = TEMPLATES.get(str(lf.get("template") or ""))
-    if known and how.startswith("~"):  # characters would count each special token as a dozen: the fixed figures
-        per_row, per_message = (1 if known[0] else 0), MARKUP_PER_MESSAGE
-        system_tokens = count([known[2]])[0] + MARKUP_PER_MESSAGE if known[2] else 0
-    elif known:
-        prefix, message, default_system = known
-        per_row, user, assistant, system = count([prefix, message.format(role="user"),
-                                                  message.format(role="assistant"), default_system])
-        per_message = (user + assistant) / 2
-        system_tokens = system + count([message.format(role="system")])[0] if default_system else 0
-    else:
-        per_row, per_message, system_tokens = 1, MARKUP_PER_MESSAGE, 0
-    if str(lf.get("stage") or "sft") == "pt":
-        per_row, per_message, system_tokens = 1, 0, 0  # the document and its EOS (data/processor/pretrain.py)
+    per_row, per_message, system_tokens = _markup(lf, count, how)
     max_samples = lf.get("max_samples")
     tokens: list[int] = []
     notes: list[str] = []

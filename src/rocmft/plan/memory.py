@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import activations as act
-from . import quant
+from . import evalpeak, quant, zero3
 from .workload import Workload
 
 GIB = act.GIB
@@ -72,14 +72,21 @@ class MemoryPlan:
     host_gib_per_node: float  # host RAM the offloaded states need on each node (0 without offload)
     trainable_params: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    eval_gib: float | None = None  # the peak of an evaluation pass (evalpeak.py); None when the run does not evaluate
+    eval_label: str = ""
+
+    @property
+    def peak_gib(self) -> float:
+        """The larger of the training peak and the evaluation peak: what the card must hold."""
+        return max(self.total_gib, self.eval_gib or 0.0)
 
     @property
     def fraction(self) -> float | None:
-        return self.total_gib / self.capacity_gib if self.capacity_gib else None
+        return self.peak_gib / self.capacity_gib if self.capacity_gib else None
 
     @property
     def spare_gib(self) -> float | None:
-        return self.capacity_gib - self.total_gib if self.capacity_gib else None
+        return self.capacity_gib - self.peak_gib if self.capacity_gib else None
 
     @property
     def verdict(self) -> str:
@@ -116,9 +123,8 @@ def param_counts(w: Workload) -> ParamCounts:
     if w.method == "freeze":
         trainable = abs(w.freeze_layers) * m.layer_params + extras
         return ParamCounts(min(trainable, total), 0, max(total - trainable, 0))
-    shapes = m.linear_shapes()
-    lora = m.num_hidden_layers * sum(w.lora_rank * (shapes[t][0] + shapes[t][1]) for t in w.lora_targets)
-    frozen_linear = m.num_hidden_layers * m.layer_linear_params
+    lora = m.lora_params(w.lora_targets, w.lora_rank)
+    frozen_linear = m.linear_params  # MoE: the routed experts are no nn.Linear (architecture.py): frozen_other
     return ParamCounts(lora + extras, frozen_linear, total - frozen_linear - extras)
 
 
@@ -126,29 +132,14 @@ def largest_trainable(w: Workload) -> int:
     """Elements of the largest trainable parameter (where a ZeRO-3 sub-group may overshoot sub_group_size)."""
     m = w.model
     if w.method == "lora":
-        shapes = m.linear_shapes()
-        biggest = max((max(shapes[t]) for t in w.lora_targets), default=0) * w.lora_rank
+        biggest = max((max(x.in_features, x.out_features) for x in m.of(w.lora_targets)), default=0) * w.lora_rank
     else:
-        biggest = max(m.hidden_size * max(m.intermediate_size, m.q_dim), 0)
+        biggest = m.largest_layer_param
         if w.method == "full" or w.extra_trainable:
             biggest = max(biggest, m.vocab_size * m.hidden_size)
     if w.extra_trainable:
         biggest = max(biggest, m.vocab_size * m.hidden_size)
     return biggest
-
-
-def persistent_params(w: Workload) -> int:
-    """Elements ZeRO-3 keeps whole on every GPU: parameters under stage3_param_persistence_threshold ("auto":
-    10 x hidden_size, transformers integrations/deepspeed.py) - norms, and LoRA matrices when it is large enough."""
-    m = w.model
-    threshold = w.ds_persistence if w.ds_persistence is not None else 10 * m.hidden_size
-    small = m.num_hidden_layers * m.layer_norm_params + m.hidden_size if m.hidden_size < threshold else 0
-    if w.method == "lora":
-        shapes = m.linear_shapes()
-        for t in w.lora_targets:
-            small += m.num_hidden_layers * sum(n for n in (w.lora_rank * shapes[t][0], w.lora_rank * shapes[t][1])
-                                               if n < threshold)
-    return small
 
 
 def lora_params(w: Workload) -> int:
@@ -206,9 +197,9 @@ def frozen_weight_bytes(w: Workload, counts: ParamCounts) -> tuple[float, float]
     if not quantised(w) or not counts.frozen_linear:
         return counts.frozen_linear * compute, counts.frozen_other * compute
     m = w.model
-    shapes = list(m.linear_shapes().values())
-    weights = m.num_hidden_layers * sum(a * b for a, b in shapes)
-    packed = m.num_hidden_layers * quant.quantised_bytes(shapes, w.quant_bits or 4, w.double_quant)
+    weights = sum(x.layers * x.in_features * x.out_features for x in m.linears)
+    packed = sum(x.layers * quant.quantised_bytes([(x.in_features, x.out_features)], w.quant_bits or 4, w.double_quant)
+                 for x in m.linears)
     return packed + (counts.frozen_linear - weights) * compute, counts.frozen_other * compute
 
 
@@ -216,10 +207,31 @@ def dequant_buffer_bytes(w: Workload) -> float:
     """The largest quantised weight dequantised to the compute dtype (alive during its matmul, forward and backward)."""
     if not quantised(w):
         return 0.0
-    return max(a * b for a, b in w.model.linear_shapes().values()) * compute_bytes(w)
+    biggest = w.model.largest_linear()
+    return biggest.in_features * biggest.out_features * compute_bytes(w)
 
 
 # ---------------------------------------------------------------- the plan
+
+def _zero3_share(w: Workload) -> tuple[dict[str, str], dict[str, float]]:
+    """(label, fraction held per GPU) of the frozen, trainable and all weights: 1 without ZeRO-3; under it 1/N, but
+    whole for what stage3_param_persistence_threshold keeps resident (zero3.py)."""
+    if w.zero_stage != 3:
+        return {k: "" for k in ("frozen", "trainable", "all")}, {k: 1.0 for k in ("frozen", "trainable", "all")}
+    W = w.world_size
+    params = zero3.parameters(w)
+    totals = {"frozen": sum(n for n, t in params if not t), "trainable": sum(n for n, t in params if t)}
+    frozen, trainable = zero3.resident(w)
+    whole = {"frozen": frozen, "trainable": trainable}
+    totals["all"], whole["all"] = totals["frozen"] + totals["trainable"], frozen + trainable
+    labels, shares = {}, {}
+    for key in totals:
+        f = whole[key] / totals[key] if totals[key] else 0.0
+        shares[key] = f + (1 - f) / W
+        labels[key] = (f", 1/{W} (ZeRO-3)" if f == 0 else ", whole: ZeRO-3 persistence threshold" if f == 1 else
+                       f", 1/{W} (ZeRO-3), {_fmt_params(whole[key])} whole")
+    return labels, shares
+
 
 def _reference(w: Workload, b16: int, part3: int) -> list[Component]:
     """What preference training holds beside the policy: a frozen copy of the model as DPO's or KTO's
@@ -257,6 +269,7 @@ def estimate(w: Workload) -> MemoryPlan:
     part2 = W if stage is not None and stage >= 2 else 1  # gradients
     part1 = W if stage is not None and stage >= 1 else 1  # optimizer states, master weights, step temporaries
     shard = lambda p: "" if p == 1 else f", 1/{p} (ZeRO-{stage})"
+    kept, per_gpu = _zero3_share(w)
     comps: list[Component] = []
     notes: list[str] = []
 
@@ -275,8 +288,8 @@ def estimate(w: Workload) -> MemoryPlan:
                          "out of the same GPU memory")
     if offload and not w.offload_params:
         # the 16-bit weights stay on the GPUs, sharded (ZeRO-3): frozen and trainable alike
-        comps.append(Component("weights", f"16-bit weights ({_fmt_params(m.total_params)} params{shard(part3)})",
-                               (frozen_lin + frozen_oth + counts.trainable * 2) / part3 / GIB, "persistent"))
+        comps.append(Component("weights", f"16-bit weights ({_fmt_params(m.total_params)} params{kept['all']})",
+                               (frozen_lin + frozen_oth + counts.trainable * 2) * per_gpu["all"] / GIB, "persistent"))
     elif not offload:
         if frozen_n:
             dtype = w.precision
@@ -286,11 +299,11 @@ def estimate(w: Workload) -> MemoryPlan:
                 dtype = (f"{_fmt_params(counts.frozen_linear)} linear {kind} {frozen_lin / GIB:.2f} GiB"
                          f" ({8 * frozen_lin / counts.frozen_linear:.3f} bits each), embeddings/lm_head/norms "
                          f"{w.precision} {frozen_oth / GIB:.2f} GiB")
-            comps.append(Component("weights", f"frozen weights ({_fmt_params(frozen_n)} params, {dtype}{shard(part3)})",
-                                   (frozen_lin + frozen_oth) / part3 / GIB, "persistent"))
+            comps.append(Component("weights", f"frozen weights ({_fmt_params(frozen_n)} params, {dtype}{kept['frozen']})",
+                                   (frozen_lin + frozen_oth) * per_gpu["frozen"] / GIB, "persistent"))
         wbytes = "fp32" if r.weight == 4 else "16-bit"
-        comps.append(Component("trainable", f"trainable weights ({_fmt_params(counts.trainable)}: {what}; {wbytes}{shard(part3)})",
-                               counts.trainable * r.weight / part3 / GIB, "persistent"))
+        comps.append(Component("trainable", f"trainable weights ({_fmt_params(counts.trainable)}: {what}; {wbytes}"
+                               f"{kept['trainable']})", counts.trainable * r.weight * per_gpu["trainable"] / GIB, "persistent"))
         comps.append(Component("gradients", f"gradients ({'fp32' if r.grad == 4 else '16-bit'}{shard(part2)})",
                                counts.trainable * r.grad / part2 / GIB, "persistent"))
         opt_name = "AdamW m+v " + ("bf16" if r.optim == 4 else "fp32" if r.optim == 8 else w.optim)
@@ -303,17 +316,18 @@ def estimate(w: Workload) -> MemoryPlan:
     # DeepSpeed / DDP buffers
     b16 = 2 if w.precision != "fp32" else 4
     if stage == 3:
-        live = min(w.ds_live_params, m.total_params) * b16
+        # gathered for a module's forward or backward, at most stage3_max_live_parameters of what is partitioned
+        live = min(w.ds_live_params, zero3.partitioned(w)) * b16
+        if m.experts is not None and m.experts.leaf:  # LLaMA-Factory's ZeRO-3 leaf: a MoE block is gathered whole
+            live = max(live, m.experts.block_params * b16)
         grads = max(m.layer_params, m.vocab_size * m.hidden_size) * r.grad if w.method != "lora" else 0
         # the reduce bucket (reduce_bucket_size, "auto" = h^2), doubled with overlap_comm (stage3.py ipg buffers)
         bucket = min(w.ds_reduce_bucket or m.hidden_size ** 2, counts.trainable) * b16 * (2 if w.ds_overlap_comm else 1)
-        # parameters under stage3_param_persistence_threshold ("auto" = 10 h) are never partitioned
-        resident = persistent_params(w) * b16
-        comps.append(Component("buffers", f"ZeRO-3 gathered weights (stage3_max_live_parameters={w.ds_live_params:.0e})"
-                               + (" + grads of the largest module" if grads else "")
-                               + f", reduce bucket{' x2 (overlap_comm)' if w.ds_overlap_comm else ''}"
-                               + (f", {_fmt_params(persistent_params(w))} resident params" if resident else ""),
-                               (live + grads + bucket + resident) / GIB, "fwd_bwd"))
+        comps.append(Component("buffers", (f"ZeRO-3 gathered weights (stage3_max_live_parameters={w.ds_live_params:.0e}), "
+                                           if live else "")
+                               + ("grads of the largest module, " if grads else "")
+                               + f"reduce bucket{' x2 (overlap_comm)' if w.ds_overlap_comm else ''}",
+                               (live + grads + bucket) / GIB, "fwd_bwd"))
     elif stage is not None:
         reduce = min(w.ds_reduce_bucket or m.hidden_size ** 2, counts.trainable)
         if w.ds_overlap_comm:
@@ -332,17 +346,22 @@ def estimate(w: Workload) -> MemoryPlan:
         comps.append(Component("autocast", "autocast bf16 copies of the fp32 trainable weights",
                                counts.trainable * r.autocast / GIB, "fwd_bwd"))
     if quantised(w):
-        biggest = max(w.model.linear_shapes().items(), key=lambda kv: kv[1][0] * kv[1][1])
-        comps.append(Component("dequant", f"the largest quantised layer dequantised to {w.precision} ({biggest[0]}, "
-                               f"{biggest[1][0]:,} x {biggest[1][1]:,}) for its matmul", dequant_buffer_bytes(w) / GIB,
-                               "fwd_bwd"))
+        biggest = w.model.largest_linear()
+        comps.append(Component("dequant", f"the largest quantised layer dequantised to {w.precision} ({biggest.name}, "
+                               f"{biggest.in_features:,} x {biggest.out_features:,}) for its matmul",
+                               dequant_buffer_bytes(w) / GIB, "fwd_bwd"))
     gc = "gradient checkpointing" if w.gradient_checkpointing else "no gradient checkpointing"
     attn = "fused attention" if act.fused_attention(w) else "eager attention: seq^2 scores"
     extra = ", Liger norms/SwiGLU" if act.liger_applies(w) else ""
     batch = (f"{w.micro_batch} pair{'s' if w.micro_batch > 1 else ''} = {w.micro_batch * 2} sequences"
              if w.sequences_per_sample > 1 else str(w.micro_batch))
-    comps.append(Component("activations", f"activations ({batch} x {w.cutoff_len} tokens, {gc}, {attn}{extra})",
-                           act.activations_gib(w), "fwd_bwd"))
+    swap = act.zero3_linear_bytes(w)
+    comps.append(Component("activations", f"activations ({batch} x {w.cutoff_len} tokens, {gc}, {attn}{extra}"
+                           + (", ZeRO-3 linear swap" if swap else "") + ")", act.activations_gib(w), "fwd_bwd"))
+    if swap:
+        notes.append(f"ZeRO-3's linear swap (memory_efficient_linear: true, DeepSpeed's default) keeps the frozen "
+                     f"projections' inputs: {act.layer_tokens_gib(w, swap):.1f} GiB of the activations "
+                     "(memory_efficient_linear: false drops them, as zero3-replicated does)")
     if w.packing == "neat_packing" and w.attention != "fa2":
         # SFTDataCollatorWith4DAttentionMask: a (b, 1, s, s) block-diagonal mask in the compute dtype (SDPA/eager)
         comps.append(Component("mask", f"neat_packing's 4D attention mask ({w.micro_batch} x {w.cutoff_len}^2)",
@@ -379,6 +398,12 @@ def estimate(w: Workload) -> MemoryPlan:
         reserve = FRAGMENTATION * used
         label = f"allocator reserve ({FRAGMENTATION:.0%})"
     comps.append(Component("reserve", label, reserve, "reserve"))
+    eval_gib, eval_label = None, ""
+    if w.evaluates:
+        held = persistent + sum(c.gib for c in comps if c.key in ("buffers", "dequant", "autocast") and c.phase == "fwd_bwd")
+        extra, eval_label = evalpeak.transient_gib(w)
+        eval_used = held + extra
+        eval_gib = eval_used + reserve - FRAGMENTATION * (used - eval_used)
     host = 0.0
     if offload:
         # fp32 master + Adam + fp32 gradient partitions; with offload_param the 16-bit weights too
@@ -387,5 +412,6 @@ def estimate(w: Workload) -> MemoryPlan:
         host = per_rank * w.gpus_per_node / GIB
     return MemoryPlan(
         components=tuple(comps), total_gib=used + reserve, capacity_gib=w.capacity_gib, peak_phase=peak_phase,
-        host_gib_per_node=host, trainable_params=counts.trainable, notes=tuple(notes),
+        host_gib_per_node=host, trainable_params=counts.trainable, notes=tuple(notes), eval_gib=eval_gib,
+        eval_label=eval_label,
     )

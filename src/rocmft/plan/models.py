@@ -1,11 +1,13 @@
-"""A model's architecture (the few config.json numbers the planner needs) and its parameter counts.
+"""A model's architecture (the config.json numbers the planner needs) and its parameter counts.
 
 Where it comes from, first match wins:
 1. the recipe's `plan.model:` block (the architecture written inline, for a model nobody has locally);
 2. a local model dir (`model_name_or_path` relative to the project root, or absolute) with a config.json;
 3. the Hugging Face cache on this machine (`$HF_HUB_CACHE`, `$HF_HOME/hub`, ~/.cache/huggingface/hub);
-4. the table in models.yaml next to this file (published configs, source noted per entry).
-Only JSON/YAML is read: no transformers, no network.
+4. the table in models.yaml next to this file (published configs, source noted per entry);
+5. a config.json read from the Hub before (.cache/hub-configs/, with its address and commit), else read now when
+   online (io/hubhttp: that one small file, never the weights; HF_HUB_OFFLINE=1 reads nothing).
+Only JSON/YAML is read: no transformers. What the config means (experts, layer types, a vision tower): architecture.py.
 """
 
 from __future__ import annotations
@@ -20,17 +22,17 @@ from typing import Any
 
 import yaml
 
-from ..io import paths
+from ..io import hubcache, hubhttp, paths
 from ..io.problems import Problem, ProblemReport, did_you_mean
+from . import architecture as arch
+from .architecture import Experts, Linear, needed_keys_text
 
 TABLE_FILE = Path(__file__).with_name("models.yaml")
-REQUIRED_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-OPTIONAL_KEYS = ("num_key_value_heads", "head_dim", "tie_word_embeddings", "attention_bias", "model_type")
+REQUIRED_KEYS = arch.REQUIRED_KEYS
 # Every LoRA target a Llama/Qwen/Mistral decoder layer has; LLaMA-Factory's `lora_target: all` means all of them
-# (every nn.Linear except lm_head: llamafactory/model/model_utils/misc.py find_all_linear_modules).
+# (every nn.Linear except lm_head: llamafactory/model/model_utils/misc.py find_all_linear_modules). A model's own
+# list is ModelSpec.linear_names (MoE models: no routed expert is an nn.Linear).
 LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-# transformers' Gemma/Gemma2 configs default to tied embeddings; the Llama/Qwen/Mistral ones do not.
-_TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class ModelSpec:
     name: str
     source: str  # where the numbers came from: a file path or a URL
     hidden_size: int
-    intermediate_size: int
+    intermediate_size: int  # the dense MLP's width (MoE models: of their dense layers, if any)
     num_hidden_layers: int
     num_attention_heads: int
     num_key_value_heads: int
@@ -47,6 +49,11 @@ class ModelSpec:
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     model_type: str = ""
+    experts: Experts | None = None
+    layer_types: tuple[str, ...] = ()  # per layer: full_attention | sliding_attention | chunked_attention
+    window: int | None = None  # tokens a sliding/chunked layer attends to
+    vision_params: int = 0  # a multimodal wrapper's vision tower + projector (frozen)
+    notes: tuple[str, ...] = ()  # what the plan should say about how it read the model
 
     # ------------------------------------------------------------ shapes
     @property
@@ -57,31 +64,88 @@ class ModelSpec:
     def kv_dim(self) -> int:
         return self.num_key_value_heads * self.head_dim
 
-    def linear_shapes(self) -> dict[str, tuple[int, int]]:
-        """(in_features, out_features) of each linear layer in one decoder layer."""
-        h, i = self.hidden_size, self.intermediate_size
-        return {
-            "q_proj": (h, self.q_dim), "k_proj": (h, self.kv_dim), "v_proj": (h, self.kv_dim),
-            "o_proj": (self.q_dim, h),
-            "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h),
-        }
+    @property
+    def is_moe(self) -> bool:
+        return self.experts is not None
+
+    @property
+    def dense_layers(self) -> int:
+        return self.num_hidden_layers - (self.experts.layers if self.experts else 0)
+
+    @cached_property
+    def linears(self) -> tuple[Linear, ...]:
+        """Every nn.Linear of the decoder layers (what LoRA `all` adapts and bitsandbytes quantises)."""
+        h, i, L = self.hidden_size, self.intermediate_size, self.num_hidden_layers
+        o_bias = self.attention_bias and self.model_type not in QKV_BIAS_ONLY
+        out = [Linear("q_proj", h, self.q_dim, L, self.attention_bias), Linear("k_proj", h, self.kv_dim, L, self.attention_bias),
+               Linear("v_proj", h, self.kv_dim, L, self.attention_bias), Linear("o_proj", self.q_dim, h, L, o_bias)]
+        e = self.experts
+        if self.dense_layers:
+            out += [Linear("gate_proj", h, i, self.dense_layers), Linear("up_proj", h, i, self.dense_layers),
+                    Linear("down_proj", i, h, self.dense_layers)]
+        if e is not None and e.shared_intermediate:
+            s = e.shared_intermediate
+            out += [Linear("gate_proj", h, s, e.layers), Linear("up_proj", h, s, e.layers), Linear("down_proj", s, h, e.layers)]
+            if self.model_type in ("qwen2_moe", "qwen3_next"):
+                out.append(Linear("shared_expert_gate", h, 1, e.layers))
+        return tuple(out)
+
+    @property
+    def linear_names(self) -> tuple[str, ...]:
+        """What `lora_target: all` adapts in this model, in a stable order."""
+        return tuple(dict.fromkeys(x.name for x in self.linears))
+
+    def of(self, names) -> list[Linear]:
+        wanted = set(names)
+        return [x for x in self.linears if x.name in wanted]
+
+    def lora_params(self, names, rank: int) -> int:
+        return sum(x.layers * rank * (x.in_features + x.out_features) for x in self.of(names))
+
+    def adapter_inputs(self, names) -> float:
+        """Input features of the adapted linears, per token per layer on average (the adapters' saved inputs)."""
+        return sum(x.layers * x.in_features for x in self.of(names)) / self.num_hidden_layers
+
+    def distinct_adapter_inputs(self, names) -> float:
+        """Distinct tensors the adapted linears read, per token per layer on average: the attention's input once
+        (q/k/v), the MLP's input once (gate/up, shared-expert gate), down_proj's input; o_proj's input is the
+        attention output, which the attention kernel keeps anyway (counted there)."""
+        chosen, L = self.of(names), self.num_hidden_layers
+        qkv = self.hidden_size if any(x.name in ("q_proj", "k_proj", "v_proj") for x in chosen) else 0
+        mlp_in = max((x.layers for x in chosen if x.name in ("gate_proj", "up_proj", "shared_expert_gate")), default=0)
+        down = sum(x.layers * x.in_features for x in chosen if x.name == "down_proj")
+        return qkv + (self.hidden_size * mlp_in + down) / L
+
+    def largest_linear(self) -> Linear:
+        return max(self.linears, key=lambda x: x.in_features * x.out_features)
 
     # ------------------------------------------------------------ parameter counts
     @cached_property
-    def layer_linear_params(self) -> int:
-        """Weights of the seven linear layers of one decoder layer (what 4/8-bit quantization quantizes)."""
-        weights = sum(a * b for a, b in self.linear_shapes().values())
-        bias = (self.q_dim + 2 * self.kv_dim) if self.attention_bias else 0
-        return weights + bias
+    def linear_params(self) -> int:
+        """Weights (+ biases) of every decoder-layer nn.Linear: what 4/8-bit quantization quantizes."""
+        return sum(x.params for x in self.linears)
 
     @property
     def layer_norm_params(self) -> int:
-        extra = 2 * self.head_dim if self.model_type == "qwen3" else 0  # Qwen3 q_norm/k_norm
-        return 2 * self.hidden_size + extra
+        """Norms (and attention sinks) of one decoder layer."""
+        h, d = self.hidden_size, self.head_dim
+        if self.model_type in ("qwen3", "qwen3_moe"):
+            return 2 * h + 2 * d  # + q_norm, k_norm
+        if self.model_type == "gemma3_text":
+            return 4 * h + 2 * d  # input, post-attention, pre- and post-feedforward norms + q_norm, k_norm
+        if self.model_type == "gpt_oss":
+            return 2 * h + self.num_attention_heads  # + one attention sink per head
+        return 2 * h
 
     @cached_property
-    def layer_params(self) -> int:
-        return self.layer_linear_params + self.layer_norm_params
+    def decoder_params(self) -> int:
+        routed = self.experts.routed_params if self.experts else 0
+        return self.linear_params + routed + self.num_hidden_layers * self.layer_norm_params
+
+    @property
+    def layer_params(self) -> float:
+        """One decoder layer's parameters, on average over the layers (every expert included)."""
+        return self.decoder_params / self.num_hidden_layers
 
     @property
     def embed_params(self) -> int:
@@ -94,51 +158,106 @@ class ModelSpec:
 
     @cached_property
     def total_params(self) -> int:
-        return (self.num_hidden_layers * self.layer_params + self.embed_params + self.head_params
-                + self.hidden_size)  # final norm
+        return (self.decoder_params + self.embed_params + self.head_params + self.hidden_size  # + the final norm
+                + self.vision_params)
 
     @cached_property
-    def matmul_params(self) -> int:
-        """Parameters that take part in a matmul per token: decoder linears + the lm_head (tied or not)."""
+    def active_params(self) -> int:
+        """Parameters one token uses: all but the routed experts it is not sent to (Qwen's "activated" count;
+        OpenAI's for gpt-oss leaves the input embeddings out)."""
+        e = self.experts
+        unused = e.layers * (e.count - e.top_k) * e.params_each if e else 0
+        return self.total_params - unused - self.vision_params
+
+    @cached_property
+    def layer_linear_params(self) -> float:
+        """Weights one token multiplies in one decoder layer, on average over the layers (attention, dense MLP or the
+        router, its top-k experts and the shared expert): N per layer of the FLOPs model."""
+        e = self.experts
+        routed = e.layers * (e.router + e.top_k * e.params_each) if e else 0
+        return (self.linear_params + routed) / self.num_hidden_layers
+
+    @property
+    def matmul_params(self) -> float:
+        """Parameters that take part in a matmul per token: decoder linears, active experts + the lm_head."""
         return self.num_hidden_layers * self.layer_linear_params + self.vocab_size * self.hidden_size
+
+    @property
+    def mlp_width(self) -> float:
+        """The MLP intermediate width one token runs per layer, on average (top-k experts + shared on MoE layers)."""
+        e = self.experts
+        if e is None:
+            return float(self.intermediate_size)
+        moe = e.top_k * e.intermediate_size + e.shared_intermediate
+        return (self.dense_layers * self.intermediate_size + e.layers * moe) / self.num_hidden_layers
+
+    @property
+    def largest_layer_param(self) -> int:
+        """Elements of a decoder layer's largest single parameter (ZeRO-3 sub-groups close at a parameter
+        boundary): a routed-expert tensor holds every expert (gate_up_proj [E, 2i, h])."""
+        e = self.experts
+        fused = e.count * 2 * e.intermediate_size * self.hidden_size if e else 0
+        return max(fused, max(x.in_features * x.out_features for x in self.linears))
+
+    def layers_of(self, kind: str) -> int:
+        return (self.layer_types or ("full_attention",) * self.num_hidden_layers).count(kind)
+
+    def params_text(self) -> str:
+        """"30.53 B total, 3.35 B active" for a MoE model, else the count."""
+        total = f"{self.total_params / 1e9:.2f} B"
+        if self.experts:
+            return f"{total} total, {self.active_params / 1e9:.2f} B active"
+        return total
 
 
 # ---------------------------------------------------------------- building a spec
 
-def needed_keys_text() -> str:
-    return ", ".join(REQUIRED_KEYS) + " (and num_key_value_heads, head_dim, tie_word_embeddings when the model has them)"
+# Families whose q/k/v projections carry biases and o_proj none, whatever attention_bias says: Qwen2Attention
+# hard-codes bias=True (its config.json has no such key), Qwen2MoeAttention takes `qkv_bias` (default true).
+QKV_BIAS_ONLY = ("qwen2", "qwen2_moe")
+
+
+def _qkv_bias(cfg: Mapping[str, Any], model_type: str) -> bool:
+    if model_type == "qwen2":
+        return True
+    if model_type == "qwen2_moe":
+        return bool(cfg.get("qkv_bias", True))
+    return bool(cfg.get("attention_bias", False))
 
 
 def from_config(name: str, config: Mapping[str, Any], source: str, file: str = "", key: str = "model_name_or_path") -> ModelSpec:
-    """A spec from a config.json-like mapping. Multimodal configs keep the language model under text_config."""
-    cfg = dict(config)
-    if "hidden_size" not in cfg:
-        for nested in ("text_config", "language_config", "llm_config"):
-            if isinstance(cfg.get(nested), Mapping) and "hidden_size" in cfg[nested]:
-                cfg = {**cfg, **cfg[nested]}
-                break
-    for moe_key in ("num_experts", "num_local_experts", "n_routed_experts"):
-        if cfg.get(moe_key):
-            raise ProblemReport([Problem(file, key, f"`{name}` is a mixture-of-experts model ({moe_key}={cfg[moe_key]})",
-                                         "the planner models dense decoder-only models only")])
+    """A spec from a config.json-like mapping (architecture.py says how each family is read)."""
+    cfg, vision = arch.language_config(config)
+    model_type = str(cfg.get("model_type") or "")
+    for k, v in arch._DEFAULTS.get(model_type, {}).items():
+        cfg.setdefault(k, v)
     missing = [k for k in REQUIRED_KEYS if not isinstance(cfg.get(k), int) or isinstance(cfg.get(k), bool) or cfg[k] <= 0]
     if missing:
         raise ProblemReport([Problem(file, key, f"the architecture of `{name}` ({source}) lacks {', '.join(missing)}",
                                      f"the planner needs {needed_keys_text()}")])
+    layers = int(cfg["num_hidden_layers"])
+    kinds = arch.layer_types(cfg, model_type, layers)
+    arch.check_modelled(name, cfg, kinds, file, key)
     heads = int(cfg["num_attention_heads"])
     kv = cfg.get("num_key_value_heads") or heads
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-    model_type = str(cfg.get("model_type") or "")
     tied = cfg.get("tie_word_embeddings")
     if tied is None:
-        tied = model_type in _TIED_BY_DEFAULT
+        tied = model_type in arch._TIED_BY_DEFAULT
+    hidden = int(cfg["hidden_size"])
+    experts = arch.experts(cfg, model_type, hidden, layers)
+    dense_width = int(cfg.get("intermediate_size_mlp") or cfg["intermediate_size"]) if model_type == "llama4_text" \
+        else int(cfg["intermediate_size"])
+    vision_params, vision_note = arch.vision_tower(vision, hidden, str(config.get("model_type") or model_type))
     return ModelSpec(
         name=name, source=source,
-        hidden_size=int(cfg["hidden_size"]), intermediate_size=int(cfg["intermediate_size"]),
-        num_hidden_layers=int(cfg["num_hidden_layers"]), num_attention_heads=heads,
+        hidden_size=hidden, intermediate_size=dense_width,
+        num_hidden_layers=layers, num_attention_heads=heads,
         num_key_value_heads=int(kv), vocab_size=int(cfg["vocab_size"]), head_dim=int(head_dim),
-        tie_word_embeddings=bool(tied), attention_bias=bool(cfg.get("attention_bias", False)),
-        model_type=model_type,
+        tie_word_embeddings=bool(tied), attention_bias=_qkv_bias(cfg, model_type),
+        model_type=model_type, experts=experts,
+        layer_types=kinds if any(k != "full_attention" for k in kinds) else (), window=arch.window(cfg, model_type, kinds),
+        vision_params=vision_params, notes=(vision_note,) if vision_note else (),
     )
 
 
@@ -216,9 +335,68 @@ def _read_config(path: Path, file: str, key: str) -> dict[str, Any]:
     return data
 
 
+def _hub_config(name: str, file: str, key: str, env: Mapping[str, str]) -> ModelSpec | hubhttp.Config | None:
+    """A config.json read from the Hub: kept in .cache/hub-configs/ (with its address and commit) and read again
+    from there, offline too; otherwise fetched now when the Hub may be asked (None when it may not; the Hub's
+    answer when it had none)."""
+    if not hubcache.looks_like_repo_id(name) or "/" not in name:
+        return None
+    folder = paths.cache_dir() / "hub-configs" / hubcache.repo_folder(name)
+    kept, about = folder / "config.json", folder / "source.json"
+    if kept.is_file() and about.is_file():
+        where = json.loads(about.read_text(encoding="utf-8"))
+        source = f"{where.get('url')} (commit {where.get('commit') or '?'}, read {where.get('read', '?')}; kept in {kept})"
+        return from_config(name, _read_config(kept, file, key), source, file, key)
+    if hubcache.offline(env):
+        return None
+    got = hubhttp.config_json(name, env)
+    if got.data is None:
+        return got
+    spec = from_config(name, got.data, f"{got.url} (commit {got.commit or '?'})", file, key)  # refusals before keeping
+    from datetime import date
+
+    folder.mkdir(parents=True, exist_ok=True)
+    kept.write_text(json.dumps(got.data, indent=1) + "\n", encoding="utf-8")
+    about.write_text(json.dumps({"url": got.url, "commit": got.commit, "read": date.today().isoformat()}) + "\n",
+                     encoding="utf-8")
+    return spec
+
+
+# A `did you mean` stays within a family and never crosses between mixture-of-experts and dense: a model's family
+# and kind are told from its name (the unknown one has no config to read), a table entry's from its model_type.
+_FAMILIES = (("gpt_oss", r"gpt-oss"), ("mixtral", r"mixtral"), ("llama4", r"llama-4"), ("gemma3", r"gemma-3"),
+             ("qwen3", r"qwen3(?![.-]?(5|6|next|vl|omni))"), ("qwen2", r"qwen2"), ("llama", r"llama"),
+             ("mistral", r"mistral|ministral"))
+# "-A3B" (active parameters; a mistyped last letter too: "-A3C"), "MoE", "8x7B", llama4's "-16E"
+_MOE_NAME = r"-a\d+(\.\d+)?[a-z]?(\b|-)|moe|\d+x\d+b|-\d+e\b|gpt-oss|mixtral|scout|maverick"
+_TYPE_FAMILY = {"qwen3_moe": "qwen3", "qwen2_moe": "qwen2", "gemma3_text": "gemma3", "llama4_text": "llama4"}
+
+
+def name_kind(name: str) -> tuple[str, bool]:
+    """(family, mixture-of-experts) as a model's name says them; family "" when the name does not tell."""
+    import re
+
+    base = name.lower().rsplit("/", 1)[-1]
+    family = next((f for f, pattern in _FAMILIES if re.search(pattern, base)), "")
+    return family, bool(re.search(_MOE_NAME, base))
+
+
+def did_you_mean_same_kind(name: str) -> str:
+    family, moe = name_kind(name)
+    if not family:
+        return ""
+    same = []
+    for candidate in table_names():
+        spec = from_table(candidate)
+        if spec is not None and _TYPE_FAMILY.get(spec.model_type, spec.model_type) == family and spec.is_moe == moe:
+            same.append(candidate)
+    return did_you_mean(name, same)
+
+
 def resolve(name: str, inline: Mapping[str, Any] | None = None, *, file: str = "",
-            key: str = "llamafactory.model_name_or_path") -> ModelSpec:
+            key: str = "llamafactory.model_name_or_path", env: Mapping[str, str] | None = None) -> ModelSpec:
     """The architecture of `model_name_or_path`, or a ProblemReport saying which keys are needed and where."""
+    env = os.environ if env is None else env
     if inline:
         if not isinstance(inline, Mapping):
             raise ProblemReport([Problem(file, "plan.model", "must be a mapping of config.json keys",
@@ -242,13 +420,20 @@ def resolve(name: str, inline: Mapping[str, Any] | None = None, *, file: str = "
     if paths.is_tiny_model(name, paths.root()):  # a fresh clone: built on demand by `make train`, not by the planner
         return _raise(file, key, f"the tiny model `{name}` is not built yet",
                       "`make tiny-model` builds it in seconds; `make train` and `make demo` build it when missing")
+    found = _hub_config(name, file, key, env)
+    if isinstance(found, ModelSpec):
+        return found
     looks_local = name.startswith((".", "/", "~")) or name.count("/") != 1
     where = "is not a local dir" + ("" if looks_local else ", not in the Hugging Face cache") + " and not in the model table"
-    hint = did_you_mean(name, table_names())
+    if found is not None:
+        where = where.replace(" and not", ", not") + f", and {found.problem}"
+    elif not looks_local and hubcache.offline(env):
+        where += " (HF_HUB_OFFLINE=1: its config.json is not read from the Hub)"
     how = (f"the planner needs {needed_keys_text()} from the model's config.json: put the model dir (with config.json) "
            f"at `{name}`, or write those keys under `plan: model:` in the recipe, or add an entry with its source to "
            f"src/rocmft/plan/models.yaml")
-    return _raise(file, key, f"model `{name}` {where}", f"{hint + '; ' if hint else ''}{how}")
+    hints = (did_you_mean_same_kind(name), found.fix if found is not None else "", how)
+    return _raise(file, key, f"model `{name}` {where}", "; ".join(h for h in hints if h))
 
 
 def _raise(file: str, key: str, message: str, suggestion: str) -> ModelSpec:

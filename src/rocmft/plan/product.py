@@ -6,6 +6,7 @@ first product. The figures per product live in docker/arches.yaml (`product_figu
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..hardware import arches, host
@@ -33,6 +34,17 @@ def choose(plan: Mapping[str, Any], arch: arches.Arch, gpus, file: str,
     mine = [g for g in (host.gpus_from_sysfs() if gpus is None else gpus) if g.gfx == arch.name]
     if not mine:
         return arch, first
+    chosen, source = _host_product(arch, mine, file, problems)
+    if arch.integrated and mine[0].memory_share:
+        # an integrated GPU's memory is the share this host gives it (firmware carve-out or the kernel's GTT limit)
+        share = mine[0].memory_share / 2**30
+        chosen = replace(chosen, gpu_memory_gb=round(share, 1))
+        source += f"; its memory share {share:.1f} GiB as this host reports it (carve-out or GTT: `make doctor`)"
+    return chosen, source
+
+
+def _host_product(arch: arches.Arch, mine: list, file: str, problems: list[Problem]) -> tuple[arches.Arch, str]:
+    first = f"the first {arch.name} product in docker/arches.yaml"
     names = [arch.identify(g.device_id, g.compute_units, g.name) for g in mine]
     known = [n for n in names if n]
     if not known:

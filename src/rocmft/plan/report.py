@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..hardware import arches
 from ..io import paths
 from . import memory as mem
-from . import suggest, throughput
+from . import evidence, suggest, throughput
 from .workload import Workload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,8 +123,10 @@ def _header(result: PlanResult) -> list[str]:
     assert w is not None
     m = w.model
     lines = [f"Plan for {r.name} ({_relative(r.path)})"]
-    lines.append(f"  model     {m.name}: {count(m.total_params)} params, {m.num_hidden_layers} layers, hidden {m.hidden_size}, "
+    params = f"{m.params_text()} params" if m.is_moe else f"{count(m.total_params)} params"
+    lines.append(f"  model     {m.name}: {params}, {m.num_hidden_layers} layers, hidden {m.hidden_size}, "
                  f"{m.num_attention_heads}/{m.num_key_value_heads} heads, vocab {m.vocab_size:,}  [{m.source}]")
+    lines += [f"            {line}" for line in model_lines(m)]
     cap = f"{w.capacity_gib:g} GiB each" if w.capacity_gib else "GPU memory unknown"
     peak = f"{w.precision} peak {w.peak_tflops:g} TFLOP/s" if w.peak_tflops else f"no known {w.precision} peak"
     unit = "GPU(s)" if w.is_gpu else "process(es)"
@@ -144,6 +146,25 @@ def _header(result: PlanResult) -> list[str]:
     if w.stage in ("dpo", "kto"):
         lines.append(f"  stage     {stage_text(w)}")
     return lines
+
+
+def model_lines(m) -> list[str]:
+    """What the planner read beyond a dense decoder: experts, local attention, a vision tower."""
+    out = []
+    e = m.experts
+    if e is not None:
+        shared = f" + a shared expert ({e.shared_intermediate})" if e.shared_intermediate else ""
+        leaf = f"; ZeRO-3 gathers each {e.leaf} whole ({count(e.block_params)} params)" if e.leaf else ""
+        out.append(f"mixture of experts: {e.layers} MoE layers of {e.count} experts ({e.intermediate_size} wide), top-"
+                   f"{e.top_k}{shared} per token; memory holds every expert, FLOPs count the active ones{leaf}")
+    local = m.num_hidden_layers - m.layers_of("full_attention")
+    if local:
+        kinds = ", ".join(f"{m.layers_of(k)} {k}" for k in ("sliding_attention", "chunked_attention") if m.layers_of(k))
+        out.append(f"attention: {kinds} (window {m.window:,} tokens), {m.layers_of('full_attention')} full_attention")
+    if m.vision_params:
+        out.append(f"vision tower + projector: {count(m.vision_params)} params (frozen; the plan is the language model's)")
+    out += list(m.notes)
+    return out
 
 
 def micro_batch_text(w: Workload) -> str:
@@ -174,8 +195,11 @@ def full(result: PlanResult) -> str:
     lines.append("  " + "-" * (width + 8))
     total = size(plan.total_gib)
     if plan.capacity_gib:
-        total += f" of {plan.capacity_gib:g} GiB ({plan.fraction:.0%})"
+        total += f" of {plan.capacity_gib:g} GiB ({plan.total_gib / plan.capacity_gib:.0%})"
     lines.append(f"  total, at the {plan.peak_phase} peak: {total}")
+    if plan.eval_gib is not None:
+        share = f" of {plan.capacity_gib:g} GiB ({plan.eval_gib / plan.capacity_gib:.0%})" if plan.capacity_gib else ""
+        lines.append(f"  evaluation peak: {size(plan.eval_gib)}{share}  ({plan.eval_label}; the states above stay)")
     lines.append(f"  verdict: {verdict_text(plan)}   (fits below {mem.FITS_BELOW:.0%} of GPU memory, tight up to "
                  f"{mem.TIGHT_UP_TO:.0%}, above: does not fit)")
     if plan.host_gib_per_node:
@@ -206,18 +230,26 @@ def full(result: PlanResult) -> str:
     tp = result.throughput
     if tp is not None:
         lines += batching_lines(result)
-        lines.append(f"  model FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights, "
-                     f"L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = {throughput.attention_span(w):,.0f} "
-                     "attended tokens)")
+        active = " per token (active experts)" if w.model.is_moe else ""
+        lines.append(f"  model FLOPs per token: {flops(tp.flops_per_token)}  (N = {count(w.model.matmul_params)} matmul weights"
+                     f"{active}, L = {w.model.num_hidden_layers} layers, d = {w.model.q_dim}, s = "
+                     f"{throughput.counted_span(w):,.0f} attended tokens)")
         for name, v in tp.flops_parts:
             lines.append(f"    {name}: {flops(v)}")
         if tp.tokens_per_s_gpu is not None:
             factors = ", ".join(f"{name} x{f:.2f}" for name, f in tp.factors) or "none"
             lines.append(f"  peak {tp.peak_tflops:g} TFLOP/s ({w.precision} dense, docker/arches.yaml); utilisation (MFU, "
                          f"recompute not counted) assumed {pct_range(tp.mfu)} ({w.mfu_source}); speed factors: {factors}")
+            for name, (fast, slow) in tp.host:
+                lines.append(f"  host time: {name} x{fast:.2f}" + (f" (fast end) to x{slow:.2f} (slow end)"
+                                                                     if abs(fast - slow) > 0.005 else ""))
             lo, hi = tp.tokens_per_s_gpu
             lines.append(f"  => {count(lo)}-{count(hi)} real tokens/s per GPU, {count(lo * w.world_size)}-"
-                         f"{count(hi * w.world_size)} for {w.world_size} GPU(s)")
+                         f"{count(hi * w.world_size)} for {w.world_size} GPU(s); effective utilisation after every "
+                         f"factor {pct_range(tp.effective_mfu)} of the peak")
+            unmeasured = evidence.unmeasured(w)
+            if unmeasured:
+                lines.append(f"  {unmeasured}")
         if tp.time is not None:
             t = tp.time
             bound = "<= " if t.upper_bound else ""
@@ -270,7 +302,8 @@ def summary(result: PlanResult) -> str:
     plan = result.memory
     ds = "" if w.deepspeed == "none" else f", {w.deepspeed}"
     gc = "on" if w.gradient_checkpointing else "off"
-    lines = [(f"plan {r.name}: {w.model.name.rsplit('/', 1)[-1]} {method_text(result)} on {w.world_size} x {w.arch}{ds}, "
+    moe = f" ({w.model.params_text()})" if w.model.is_moe else ""
+    lines = [(f"plan {r.name}: {w.model.name.rsplit('/', 1)[-1]}{moe} {method_text(result)} on {w.world_size} x {w.arch}{ds}, "
               f"{w.precision}, {micro_batch_text(w)} x {w.cutoff_len} tokens, checkpointing {gc}")]
     if w.stage in ("dpo", "kto"):
         lines.append(f"  stage: {stage_text(w)}")
@@ -278,8 +311,9 @@ def summary(result: PlanResult) -> str:
     rest = plan.total_gib - sum(c.gib for c in top)
     parts = ", ".join(f"{c.key} {c.gib:.1f}" for c in top) + f", other {rest:.1f}"
     if plan.capacity_gib:
-        lines.append(f"  memory: {plan.total_gib:.1f} of {plan.capacity_gib:g} GiB per GPU ({plan.fraction:.0%}) -> "
-                     f"{plan.verdict}   [{parts}]")
+        evaluation = f"; evaluation {plan.eval_gib:.1f}" if plan.eval_gib is not None else ""
+        lines.append(f"  memory: {plan.total_gib:.1f}{evaluation} of {plan.capacity_gib:g} GiB per GPU ({plan.fraction:.0%}) "
+                     f"-> {plan.verdict}   [{parts}]")
     else:
         lines.append(f"  memory: {size(plan.total_gib)} per process; {w.arch} has no GPU memory size: not checked")
     if plan.host_gib_per_node:
@@ -319,6 +353,8 @@ def table_row(result: PlanResult) -> tuple[str, ...]:
     tps = result.throughput.tokens_per_s_gpu if result.throughput else None
     verdict = plan.verdict if plan.capacity_gib else "n/a (no GPU)"
     used = f"{plan.total_gib:.1f}" if plan.total_gib >= 0.1 else "<0.1"
+    if plan.eval_gib is not None and plan.eval_gib > plan.total_gib:
+        used += f" (eval {plan.eval_gib:.1f})"
     b = throughput.batches(result.workload)
     packing = {"padded": "no", "packing": "packing", "neat_packing": "neat"}[result.workload.packing]
     if b is not None:

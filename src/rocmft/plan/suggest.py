@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from ..hardware import arches
 from ..recipe import quantization, rules
-from . import memory, throughput
+from . import memory, throughput, workload
 from .activations import LIGER_MODEL_TYPES
 from .workload import Workload
 
@@ -94,11 +94,11 @@ def _pack(w: Workload) -> Workload:
 
 def _moves(w: Workload) -> list[Move]:
     out = [Move("checkpointing", 1, lambda x: replace(x, gradient_checkpointing=not x.gradient_checkpointing))]
-    for preset in ("none", "zero2", "zero3", "zero3-offload"):
+    for preset in ("none", "zero2", "zero3", "zero3-replicated", "zero3-offload"):
         # an APU's CPU memory is its GPU memory: offloading frees nothing
         if preset != w.deepspeed and not (preset.endswith("offload") and w.unified_memory):
             out.append(Move("deepspeed", 3 if preset.endswith("offload") else 1,
-                            lambda x, p=preset: replace(x, deepspeed=p)))
+                            lambda x, p=preset: workload.with_preset(x, p)))
     b, ga = w.micro_batch, w.grad_accum
     smaller = b // 2
     while smaller >= 1:
@@ -111,9 +111,14 @@ def _moves(w: Workload) -> list[Move]:
     liger_z3_off = w.zero_stage == 3 and w.method == "full" and w.stage in rules.FLCE_STAGES
     if (not w.liger and w.liger_available and (w.model.model_type or "llama") in LIGER_MODEL_TYPES
             and not liger_z3_off):
-        out.append(Move("liger", 1, lambda x: replace(x, liger=True)))
-    if w.packing == "padded" and w.stage == "sft" and w.lengths is not None:
+        out.append(Move("liger", 1, lambda x: replace(x, liger=True, liger_asked=True)))
+    # not for a model neat packing breaks or changes (workload._window_under_a_4d_mask): multimodal, or sliding
+    # layers without flash-attn
+    packable = not w.model.vision_params and (w.attention == "fa2" or not w.model.window)
+    if w.packing == "padded" and w.stage == "sft" and w.lengths is not None and packable:
         out.append(Move("packing", 1, _pack))
+    if w.evaluates and w.eval_batch > 1:  # the eval pass's full logits (evalpeak.py)
+        out.append(Move("eval", 1, lambda x: replace(x, eval_batch=1)))
     if w.method == "lora" and w.lora_dropout > 0:
         out.append(Move("dropout", 2, lambda x: replace(x, lora_dropout=0.0)))
     arch = arches.table().get(w.arch)
@@ -132,7 +137,7 @@ def _moves(w: Workload) -> list[Move]:
     return out
 
 
-_ORDER = ("packing", "micro-batch", "checkpointing", "deepspeed", "liger", "dropout", "hardware", "cutoff", "method", "quant")
+_ORDER = ("packing", "micro-batch", "eval", "checkpointing", "deepspeed", "liger", "dropout", "hardware", "cutoff", "method", "quant")
 
 
 def _useless(w: Workload, new: Workload) -> bool:
@@ -167,6 +172,10 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
         sets.append(f"per_device_train_batch_size={new.micro_batch}")
     if new.grad_accum != w.grad_accum:
         sets.append(f"gradient_accumulation_steps={new.grad_accum}")
+    if new.eval_batch != w.eval_batch:
+        text.append(f"eval micro-batch {new.eval_batch}")
+        sets.append(f"per_device_eval_batch_size={new.eval_batch}")
+        costs.append("more, smaller eval forwards")
     if new.gradient_checkpointing != w.gradient_checkpointing:
         on = new.gradient_checkpointing
         text.append(f"gradient checkpointing {'on' if on else 'off'}")
@@ -174,6 +183,7 @@ def _describe(w: Workload, new: Workload, plan: memory.MemoryPlan) -> tuple[list
     if new.deepspeed != w.deepspeed:
         text.append({"none": "no DeepSpeed" + (" (no offload)" if w.offload else ""),
                      "zero2": "ZeRO-2", "zero3": "ZeRO-3" + (" without offload" if w.offload else ""),
+                     "zero3-replicated": "ZeRO-3, no weight partitioned",
                      "zero3-offload": "ZeRO-3 with CPU offload"}.get(new.deepspeed, new.deepspeed))
         sets.append(f"deepspeed={new.deepspeed}")
     if w.offload and not new.offload:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import batching, quant
+from . import batching, quant, steptime, zero3
 from .dataset import DatasetSize
 from .memory import lora_params, param_counts
 from .workload import Workload
@@ -69,21 +69,6 @@ OFFLOAD_OPTIMIZER_FACTOR = 0.8
 # Micro-batches under this many tokens leave the matrix cores under-filled.
 SMALL_MICRO_BATCH_TOKENS = 2048
 SMALL_MICRO_BATCH_FACTOR = 0.85
-# Measured (benchmarks/gpu_truth.py on one NVIDIA H200, 2026-12-04, results/gpu_truth-nvidia-h200.csv; Llama-3-8B
-# LoRA r16 through LLaMA-Factory's Trainer, eager PyTorch, Liger):
-# - HOST_S_PER_LAYER: an optimizer step takes at least this long per decoder layer, whatever its tokens: the
-#   host side (Python, PEFT's unfused adapters, kernel launches, the Trainer's per-step optimizer, clipping,
-#   logging and callbacks) runs ahead of the GPU and only shows when the GPU has little to do. 4 padded demo
-#   rows (~300 tokens, a few ms of GPU work) took 0.568 s a step = 32 layers x 17.8 ms, planned 0.05 s
-#   (ratio 0.10); the packed 8192-token step (1.136 s) was GPU-bound and planned within 5%. Modelled as
-#   max(GPU time of the step's micro-batches, host floor): a floor, not an extra cost. Measured with
-#   accumulation 1 and a log line every step (a bench run): which part is per micro-batch and which per
-#   optimizer step was not separated, so accumulation spreads the floor (the optimistic reading). Measured
-#   with LoRA; a full fine-tune has fewer modules per layer (the floor is an upper bound there).
-HOST_S_PER_LAYER = 0.568 / 32
-ZERO3_HOOK_S_PER_LAYER = (1.504 - 1.136) / 32
-
-
 @dataclass(frozen=True)
 class TimeEstimate:
     steps: int
@@ -100,14 +85,24 @@ class ThroughputPlan:
     flops_parts: tuple[tuple[str, float], ...]
     peak_tflops: float | None
     mfu: tuple[float, float]
-    factors: tuple[tuple[str, float], ...]
+    factors: tuple[tuple[str, float], ...]  # the GPU's speed factors
     tokens_per_s_gpu: tuple[float, float] | None  # None without a known peak
     time: TimeEstimate | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    host: tuple[tuple[str, tuple[float, float]], ...] = ()  # the host's terms (steptime.py): (fast end, slow end)
 
     @property
     def factor(self) -> float:
+        """The GPU's speed factors (the host's terms are per end: `host`)."""
         return math.prod(f for _, f in self.factors)
+
+    @property
+    def effective_mfu(self) -> tuple[float, float] | None:
+        """Model FLOPs over the peak at the planned tokens/s: the utilisation after every factor, host time included."""
+        if self.tokens_per_s_gpu is None or not self.peak_tflops:
+            return None
+        return (self.tokens_per_s_gpu[0] * self.flops_per_token / (self.peak_tflops * 1e12),
+                self.tokens_per_s_gpu[1] * self.flops_per_token / (self.peak_tflops * 1e12))
 
 
 def batches(w: Workload) -> batching.Batching | None:
@@ -146,6 +141,9 @@ def attention_kernel(w: Workload) -> tuple[bool, str]:
         return True, "flash-attn, causal"
     if w.attention in ("disabled", "eager"):
         return False, "eager attention scores every pair, then masks"
+    local = w.model.num_hidden_layers - w.model.layers_of("full_attention")
+    if local:  # transformers builds a sliding-window (or chunked) mask for those layers: no is_causal shortcut
+        return False, f"SDPA with a sliding-window mask scores every pair in {local} local-attention layers"
     if w.packing == "neat_packing":
         return False, "SDPA with neat_packing's 4D mask scores every pair"
     b = batches(w)
@@ -154,22 +152,44 @@ def attention_kernel(w: Workload) -> tuple[bool, str]:
     return True, "SDPA is_causal (no mask to pass)"
 
 
+def layer_spans(w: Workload) -> list[float]:
+    """Each layer's attended span in PaLM's count (every pair of the span: twice what a causal kernel computes).
+    A sliding layer of window W costs a causal kernel ~W per token, PaLM's count of a span 2W; a chunked layer
+    (llama4) of chunk C costs ~C/2, the count of a span C; neither more than the span itself (layer_types)."""
+    m, span = w.model, attention_span(w)
+    kinds = m.layer_types or ("full_attention",) * m.num_hidden_layers
+    local = {"sliding_attention": 2 * (m.window or span), "chunked_attention": m.window or span}
+    return [min(span, local.get(kind, span)) for kind in kinds]
+
+
+def counted_span(w: Workload) -> float:
+    """The mean attended span over the layers (= attention_span for a model of full-attention layers only)."""
+    spans = layer_spans(w)
+    return sum(spans) / len(spans)
+
+
+def _passes(w: Workload) -> int:
+    L = w.model.num_hidden_layers
+    back = min(abs(w.freeze_layers), L) if w.method == "freeze" and w.freeze_layers > 0 else L
+    return L + 2 * back + (back if w.gradient_checkpointing else 0)
+
+
 def attention_flops(w: Workload) -> float:
     """The attention part (QK^T, AV) of one token's model FLOPs plus its recompute: forward once, backward twice,
     again with gradient checkpointing, in every layer that runs it."""
-    m = w.model
-    L = m.num_hidden_layers
-    back = min(abs(w.freeze_layers), L) if w.method == "freeze" and w.freeze_layers > 0 else L
-    passes = L + 2 * back + (back if w.gradient_checkpointing else 0)
-    return passes * 4.0 * m.q_dim * attention_span(w)
+    return _passes(w) * 4.0 * w.model.q_dim * counted_span(w)
 
 
 def attention_factor(w: Workload, flops: float) -> float:
     """Time of a causal kernel's work over this path's, for `flops` per token (model + recompute): the published
     utilisation figures come from causal kernels, which compute half of the attention FLOPs counted (PaLM's
-    count); an explicit mask computes them all."""
+    count); an explicit mask computes every pair of the span, in a local-attention layer too."""
     skips, _ = attention_kernel(w)
-    return 1.0 if skips else (flops - attention_flops(w) / 2) / flops
+    if skips:
+        return 1.0
+    counted = attention_flops(w)
+    every_pair = _passes(w) * 4.0 * w.model.q_dim * attention_span(w)
+    return (flops - counted / 2) / (flops - counted + every_pair)
 
 
 def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
@@ -178,7 +198,7 @@ def flops_per_token(w: Workload) -> tuple[float, tuple[tuple[str, float], ...]]:
     n_layer = m.layer_linear_params
     n_layers = L * n_layer
     n_head = m.vocab_size * m.hidden_size
-    attn = 4.0 * m.q_dim * attention_span(w)  # per layer, forward
+    attn = 4.0 * m.q_dim * counted_span(w)  # per layer, forward
     fwd = 2.0 * (n_layers + n_head) + L * attn
     parts = [("forward 2N + 4Lds", fwd)]
     if w.method == "full":
@@ -212,25 +232,30 @@ def recompute_flops(w: Workload) -> float:
     m = w.model
     back_layers = min(abs(w.freeze_layers), m.num_hidden_layers) if w.method == "freeze" and w.freeze_layers > 0 \
         else m.num_hidden_layers
-    return back_layers * (2.0 * m.layer_linear_params + 4.0 * m.q_dim * attention_span(w))
+    return back_layers * (2.0 * m.layer_linear_params + 4.0 * m.q_dim * counted_span(w))
 
 
-def zero3_factor(w: Workload, flops: float | None = None) -> float:
-    """Compute time over compute + exposed communication for one micro-batch under ZeRO-3 (see LINK_GBPS)."""
-    if not w.peak_tflops:
-        return ZERO3_FACTOR_NO_PEAK
-    flops = flops if flops is not None else flops_per_token(w)[0] + recompute_flops(w)
-    W = w.world_size
-    share = (W - 1) / W
-    b16 = 2 if w.precision in ("bf16", "fp16") else 4
-    gathered = w.model.total_params * b16 * (2 + w.extra_forwards) * share  # forward, backward (+ forwards w/o grad)
-    reduced = param_counts(w).trainable * b16 * share  # gradient reduce-scatter
+def link_gbps(w: Workload) -> float:
+    """GB/s per GPU a collective over the run's GPUs gets (LINK_GBPS, FULL_MESH_LINKS)."""
     gbps = (NODE_LINK_GBPS.get(w.arch_family, DEFAULT_NODE_LINK_GBPS) if w.nodes > 1
             else LINK_GBPS.get(w.arch_family, DEFAULT_LINK_GBPS))
     links = FULL_MESH_LINKS.get(w.arch_family)
     if links and w.nodes == 1:
-        gbps *= min(W - 1, links) / links
-    comm = (gathered + reduced) / (gbps * 1e9)
+        gbps *= min(w.world_size - 1, links) / links
+    return gbps
+
+
+def zero3_factor(w: Workload, flops: float | None = None) -> float:
+    """Compute time over compute + exposed communication for one micro-batch under ZeRO-3 (see LINK_GBPS): the
+    partitioned weights gathered for forward and backward, the trainable gradients reduce-scattered."""
+    if not w.peak_tflops:
+        return ZERO3_FACTOR_NO_PEAK
+    flops = flops if flops is not None else flops_per_token(w)[0] + recompute_flops(w)
+    share = (w.world_size - 1) / w.world_size
+    b16 = 2 if w.precision in ("bf16", "fp16") else 4
+    gathered = zero3.partitioned(w) * b16 * (2 + w.extra_forwards) * share  # forward, backward (+ forwards w/o grad)
+    reduced = param_counts(w).trainable * b16 * share  # gradient reduce-scatter
+    comm = (gathered + reduced) / (link_gbps(w) * 1e9)
     # an explicit attention mask lengthens the compute the gathers can hide behind
     compute = computed_tokens(w) * flops / attention_factor(w, flops) / (sum(w.mfu) / 2 * w.peak_tflops * 1e12)
     hidden = min(OVERLAP_HIDDEN * comm, compute) if w.ds_overlap_comm else 0.0
@@ -242,7 +267,7 @@ def quant_factor(w: Workload, flops: float) -> tuple[str, float]:
     if w.quant_bits != 4:
         return f"{w.quant_bits}-bit weights (LLM.int8 / other kernels)", quant.INT8_FACTOR
     passes = 2 + (1 if w.gradient_checkpointing else 0) + w.extra_forwards  # forward, input grad, recompute, no-grad
-    weights = w.model.num_hidden_layers * w.model.layer_linear_params
+    weights = w.model.linear_params  # the quantised nn.Linear weights (routed experts stay in the compute dtype)
     per_weight = flops / weights  # the step's FLOPs per token per quantised weight
     over = quant.dequant_overhead(w.arch_family, sum(w.mfu) / 2, computed_tokens(w), per_weight, passes)
     return (f"4-bit dequantisation: {passes} per weight per micro-batch of {computed_tokens(w):.0f} tokens",
@@ -265,7 +290,8 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
     if w.zero_stage == 3 and w.world_size > 1 and not w.offload_params:
         where = f"{w.nodes} nodes" if w.nodes > 1 else "one node"
         overlap = ", overlapped" if w.ds_overlap_comm else ", on the compute stream"
-        factors.append((f"ZeRO-3 gathers per micro-batch of {computed_tokens(w):.0f} tokens ({where}{overlap})",
+        what = "gathers" if zero3.partitioned(w) else "gradient reduce-scatter (nothing partitioned)"
+        factors.append((f"ZeRO-3 {what} per micro-batch of {computed_tokens(w):.0f} tokens ({where}{overlap})",
                         zero3_factor(w, model + extra)))
     if w.offload_params:
         factors.append(("CPU offload of weights and optimizer (weights over PCIe every pass)", OFFLOAD_FACTOR))
@@ -278,37 +304,43 @@ def speed_factors(w: Workload) -> tuple[tuple[str, float], ...]:
     return tuple(factors)
 
 
-def host_seconds(w: Workload) -> tuple[float, float]:
-    """(floor per optimizer step, added per micro-batch) seconds on the host side (HOST_S_PER_LAYER,
-    ZERO3_HOOK_S_PER_LAYER)."""
-    layers = w.model.num_hidden_layers
-    hooks = ZERO3_HOOK_S_PER_LAYER * layers if w.zero_stage == 3 else 0.0
-    return HOST_S_PER_LAYER * layers, hooks
+def gpu_rate(w: Workload) -> tuple[float, float] | None:
+    """Tokens/s per GPU of the GPU's work alone (the utilisation range x the speed factors); None without a peak."""
+    flops = flops_per_token(w)[0]
+    factor = math.prod(f for _, f in speed_factors(w))
+    if w.peak_tflops:
+        lo, hi = w.mfu
+        tps = (lo * w.peak_tflops * 1e12 / flops * factor, hi * w.peak_tflops * 1e12 / flops * factor)
+        return tps
+    return None
 
 
-def with_host_time(w: Workload, tps: tuple[float, float], real: float) -> tuple[tuple[float, float], tuple]:
-    """Tokens/s with the host's time: an optimizer step of `grad_accum` micro-batches takes
-    max(their GPU time, the host floor) + the ZeRO-3 hooks of each; and the factors shown for it."""
-    floor, hooks = host_seconds(w)
-    n = max(w.grad_accum, 1)
-    step_real = n * real
-    out = tuple(step_real / (max(step_real / rate, floor) + n * hooks) for rate in tps)
-    gpu_mid = step_real / (sum(tps) / 2)
-    shown = []
-    if floor > gpu_mid:
-        shown.append((f"host-bound: {floor:.2f} s per optimizer step at least, the GPU's part {gpu_mid:.2f} s "
-                      "(gpu_truth, H200)", gpu_mid / floor))
-    if hooks:
-        bound = max(gpu_mid, floor)
-        shown.append((f"ZeRO-3 fetch/release hooks, {hooks:.2f} s per micro-batch (gpu_truth, H200)",
-                      bound / (bound + n * hooks)))
-    return (out[0], out[1]), tuple(shown)
+def rate(w: Workload) -> tuple[tuple[float, float], tuple] | None:
+    """Real tokens/s per GPU with the host's time (steptime.py), and the host's terms as factors; None without a
+    peak. The one rate every speed the planner states comes from."""
+    tps = gpu_rate(w)
+    b = batches(w)
+    real = b.real if b is not None else float(w.tokens_per_micro_batch)  # real tokens per micro-batch
+    if tps is None or real <= 0:
+        return None
+    step_real = max(w.grad_accum, 1) * real
+    gpu_s = (step_real / tps[1], step_real / tps[0])  # (fast end, slow end)
+    fast, slow = steptime.step_seconds(w, gpu_s, link_gbps(w))
+    return (step_real / slow, step_real / fast), steptime.shown(w, gpu_s, link_gbps(w))
 
 
 def relative_speed(new: Workload, old: Workload) -> float:
-    """Throughput of `new` over `old` under the same utilisation assumption (> 1: faster)."""
-    f_new, _ = flops_per_token(new)
-    f_old, _ = flops_per_token(old)
+    """Throughput of `new` over `old` (> 1: faster): the middles of their planned tokens/s per GPU (rate), what the
+    two plans print. An arch without a peak has no planned rate: there, the GPU's speed factors per FLOP alone."""
+    r_new, r_old = rate(new), rate(old)
+    if r_new is not None and r_old is not None:
+        return sum(r_new[0]) / sum(r_old[0])
+    return gpu_relative_speed(new, old)
+
+
+def gpu_relative_speed(new: Workload, old: Workload) -> float:
+    """The GPU's share of relative_speed: speed factors per model FLOP, the host's time left out."""
+    f_new, f_old = flops_per_token(new)[0], flops_per_token(old)[0]
     s_new = math.prod(f for _, f in speed_factors(new))
     s_old = math.prod(f for _, f in speed_factors(old))
     return (s_new / f_new) / (s_old / f_old)
@@ -317,19 +349,12 @@ def relative_speed(new: Workload, old: Workload) -> float:
 def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) -> ThroughputPlan:
     flops, parts = flops_per_token(w)
     factors = speed_factors(w)
-    factor = math.prod(f for _, f in factors)
     notes: list[str] = []
-    tps = None
-    if w.peak_tflops:
-        lo, hi = w.mfu
-        tps = (lo * w.peak_tflops * 1e12 / flops * factor, hi * w.peak_tflops * 1e12 / flops * factor)
+    planned = rate(w)
+    tps, host = planned if planned is not None else (gpu_rate(w), ())
     time = None
     b = batches(w)
     real = b.real if b is not None else float(w.tokens_per_micro_batch)  # real tokens per micro-batch
-    if tps is not None and real > 0:
-        tps, host_factors = with_host_time(w, tps, real)
-        factors = (*factors, *host_factors)
-        factor = math.prod(f for _, f in factors)
     unit = "packed rows" if w.packing != "padded" else "samples"
     if b is not None and b.mode == "blocks" and not b.rows:
         notes.append(f"the text holds ~{sum(w.lengths.tokens):,} tokens, less than one block of cutoff_len - 1 = "
@@ -361,4 +386,4 @@ def estimate(w: Workload, data: DatasetSize | None, steps: int | None = None) ->
     if tps is None:
         notes.insert(0, f"no known {w.precision} peak for {w.arch} {w.product}".rstrip()
                      + " in docker/arches.yaml: memory plan only, no throughput")
-    return ThroughputPlan(flops, parts, w.peak_tflops, w.mfu, factors, tps, time, tuple(notes))
+    return ThroughputPlan(flops, parts, w.peak_tflops, w.mfu, factors, tps, time, tuple(notes), host)

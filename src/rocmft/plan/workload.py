@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from ..hardware import arches
 from ..io import paths
 from ..io.problems import Problem, ProblemReport, did_you_mean
-from ..recipe import ds_presets, precision, quantization
+from ..recipe import ds_presets, precision, quantization, rules
 from ..recipe.recipes import Recipe
 from . import models, product
 from .lengths import Lengths
@@ -38,6 +38,7 @@ LF_DEFAULTS = {
     "freeze_trainable_layers": 2,
     "cutoff_len": 2048,               # data_args.py
     "per_device_train_batch_size": 8,  # transformers TrainingArguments
+    "per_device_eval_batch_size": 8,
     "gradient_accumulation_steps": 1,
     "num_train_epochs": 3.0,
     "max_steps": -1,
@@ -59,7 +60,7 @@ class Workload:
     is_gpu: bool
     gpus_per_node: int
     nodes: int
-    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-offload-optimizer | zero3-offload
+    deepspeed: str  # none | zero0 | zero2 | zero3 | zero3-replicated | zero3-offload-optimizer | zero3-offload
     method: str  # lora | full | freeze
     lora_rank: int = 8
     lora_targets: tuple[str, ...] = models.LINEAR_MODULES
@@ -75,7 +76,8 @@ class Workload:
     grad_accum: int = 1
     gradient_checkpointing: bool = True
     attention: str = "sdpa"  # fa2 | sdpa | auto | disabled (eager)
-    liger: bool = False
+    liger: bool = False  # as rendered (liger_rendered)
+    liger_asked: bool = False  # enable_liger_kernel in the recipe
     stage: str = "sft"  # sft | pt | dpo | kto (rm and ppo are planned as sft)
     pref_loss: str = "sigmoid"  # dpo: sigmoid (DPO) | orpo | simpo | ...
     separate_reference: bool = False  # `ref_model` names a model of its own (loaded beside the policy)
@@ -100,6 +102,9 @@ class Workload:
     ds_persistence: float | None = None  # stage3_param_persistence_threshold; None: "auto" (10 hidden_size)
     ds_overlap_comm: bool = False
     ds_allgather_bucket: float | None = None  # ZeRO-1/2 allgather_bucket_size
+    ds_mem_efficient_linear: bool = True  # zero_optimization.memory_efficient_linear (DeepSpeed's default: true)
+    eval_batch: int = 8  # per_device_eval_batch_size (transformers' default)
+    evaluates: bool = False  # rows held out (val_size) or an eval_dataset, and an eval strategy
 
     @property
     def world_size(self) -> int:
@@ -108,7 +113,8 @@ class Workload:
     @property
     def zero_stage(self) -> int | None:
         """None without DeepSpeed (plain DDP or one GPU); 0-3 with it."""
-        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-offload-optimizer": 3,
+        return {"none": None, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3-replicated": 3,
+                "zero3-offload-optimizer": 3,
                 "zero3-offload": 3}[self.deepspeed]
 
     @property
@@ -196,9 +202,33 @@ def _ds_settings(source: str) -> dict[str, float | None]:
         if match:
             value = match.group(1)
             found[key] = None if value == '"auto"' else float(value)
-    match = re.search(r'"overlap_comm"\s*:\s*(true|false)', text)
-    found["overlap_comm"] = bool(match and match.group(1) == "true")
+    for key, default in (("overlap_comm", False), ("memory_efficient_linear", True)):
+        match = re.search(rf'"{key}"\s*:\s*(true|false)', text)
+        found[key] = match.group(1) == "true" if match else default
     return found
+
+
+def _ds_fields(ds: dict[str, float | None]) -> dict[str, Any]:
+    """The Workload fields a DeepSpeed preset or JSON sets (DeepSpeed's defaults where it is silent)."""
+    return dict(ds_reduce_bucket=ds.get("reduce_bucket_size"), ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
+                ds_sub_group_size=ds.get("sub_group_size") or 1e9, ds_prefetch=ds.get("stage3_prefetch_bucket_size"),
+                ds_persistence=ds.get("stage3_param_persistence_threshold"), ds_overlap_comm=bool(ds.get("overlap_comm")),
+                ds_allgather_bucket=ds.get("allgather_bucket_size"),
+                ds_mem_efficient_linear=bool(ds.get("memory_efficient_linear", True)))
+
+
+def with_preset(w: Workload, preset: str) -> Workload:
+    """`w` under another shipped preset, with that preset's own settings (what `SET=deepspeed=<preset>` renders)."""
+    source = "" if preset == "none" else str(paths.ds_configs_dir() / f"{preset}.json.j2")
+    new = replace(w, deepspeed=preset, **_ds_fields(_ds_settings(source)))
+    return replace(new, liger=liger_rendered(new))
+
+
+def liger_rendered(w: Workload) -> bool:
+    """Liger as the run gets it: what the recipe asks, unless rocmft.recipe.rules renders it off (ZeRO-3 with a
+    trainable lm_head breaks its fused loss: linkedin/Liger-Kernel#1048)."""
+    lm_head = w.method == "full" or "lm_head" in w.extra_trainable
+    return w.liger_asked and not (w.zero_stage == 3 and w.stage in rules.FLCE_STAGES and lm_head)
 
 
 # ---------------------------------------------------------------- reading the recipe
@@ -211,18 +241,49 @@ def _int(lf: Mapping[str, Any], key: str, file: str, problems: list[Problem], mi
     return value
 
 
-def _targets(lf: Mapping[str, Any], file: str, problems: list[Problem]) -> tuple[str, ...]:
+def _targets(lf: Mapping[str, Any], spec: models.ModelSpec, file: str, problems: list[Problem]) -> tuple[str, ...]:
+    """The linears LoRA adapts: `all` is every nn.Linear of the model (LLaMA-Factory's find_all_linear_modules),
+    which for a MoE model leaves out the routed experts (architecture.py)."""
     raw = lf.get("lora_target", LF_DEFAULTS["lora_target"])
     names = [n.strip() for n in (raw if isinstance(raw, list) else str(raw).split(",")) if str(n).strip()]
+    own = spec.linear_names
     if not names or "all" in names:
-        return models.LINEAR_MODULES
-    known = [n for n in names if n in models.LINEAR_MODULES]
+        return own
     for name in names:
-        if name not in models.LINEAR_MODULES:
+        if name in own:
+            continue
+        if spec.is_moe and name in models.LINEAR_MODULES:
+            problems.append(Problem(file, "llamafactory.lora_target", f"`{name}` is no nn.Linear in {spec.name}'s MoE "
+                                    "layers: transformers 5.6 keeps the routed experts as 3D parameters, which "
+                                    "LLaMA-Factory's LoRA does not adapt", f"planned without it; its linears: {', '.join(own)}",
+                                    severity="warning"))
+        else:
             problems.append(Problem(file, "llamafactory.lora_target", f"`{name}` is not a module the planner models",
-                                    did_you_mean(name, models.LINEAR_MODULES)
-                                    or f"planned without it; known: {', '.join(models.LINEAR_MODULES)}", severity="warning"))
-    return tuple(known)
+                                    did_you_mean(name, own) or f"planned without it; known: {', '.join(own)}",
+                                    severity="warning"))
+    return tuple(n for n in names if n in own)
+
+
+def _window_under_a_4d_mask(spec: models.ModelSpec, packing: str, flash: str, lf: Mapping[str, Any], file: str,
+                            problems: list[Problem]) -> None:
+    """neat_packing without flash-attn hands the model a 4D block-diagonal mask, which transformers 5.6 returns
+    as-is for every layer (masking_utils._preprocess_mask_arguments: "If the mask is already 4D, simply return
+    as-is"), so a sliding layer attends past its window inside a sample; flash-attn's varlen path keeps the window."""
+    if packing == "neat_packing" and spec.vision_params:
+        problems.append(Problem(file, "llamafactory.neat_packing", f"{spec.name} is multimodal: on text-only rows "
+                                "LLaMA-Factory 0.9.5's collator appends a placeholder image's tokens to the packed row "
+                                "but not to its position ids, and the first step stops (RuntimeError in the rotary "
+                                "embedding; data/collator.py MultiModalDataCollatorForSeq2Seq, seen in the CPU "
+                                "rehearsal)", "padded rows: neat_packing=false", severity="warning"))
+    local = spec.num_hidden_layers - spec.layers_of("full_attention")
+    cutoff = lf.get("cutoff_len", LF_DEFAULTS["cutoff_len"])
+    if packing == "neat_packing" and flash != "fa2" and local and spec.window and isinstance(cutoff, int) \
+            and cutoff > spec.window:
+        problems.append(Problem(file, "llamafactory.neat_packing", f"neat_packing's 4D mask reaches {spec.name}'s "
+                                f"{local} sliding-window layers unchanged (transformers' masking_utils): a sample longer "
+                                f"than {spec.window} tokens attends past the window there, unlike the model's own "
+                                "training", f"cutoff_len <= {spec.window}, or padded rows (neat_packing=false), or "
+                                "flash_attn=fa2 where the image has flash-attn", severity="warning"))
 
 
 def _extra(lf: Mapping[str, Any], key: str) -> tuple[str, ...]:
@@ -334,15 +395,22 @@ def _read(recipe: Recipe, gpus) -> tuple[Workload | None, list[Problem], list[Pr
         freeze_layers = 2
     ds = _ds_settings(ds_source)
     flash = str(lf.get("flash_attn", arch.attention))
+    if spec is not None and spec.model_type == "gpt_oss" and flash != "disabled":
+        # gpt-oss has no SDPA path (GptOssPreTrainedModel._supports_sdpa = False) and its attention sinks need
+        # eager; LLaMA-Factory's own choice, a CUDA FlashAttention-3 hub kernel, cannot load here (rocmft.worker)
+        problems.append(Problem(file, "llamafactory.flash_attn", f"gpt-oss trains with eager attention (its sinks), "
+                                f"not `{flash}`: planned as eager (seq x seq scores per layer)", severity="note"))
+        flash = "disabled"
     # LLaMA-Factory packs only supervised and pretraining rows; pairs and KTO rows are always padded
     packing = ("padded" if stage not in ("sft", "pt") else "neat_packing" if lf.get("neat_packing")
                else "packing" if lf.get("packing", stage == "pt") else "padded")
-    targets = _targets(lf, file, problems) if method == "lora" else models.LINEAR_MODULES
     micro_batch, cutoff_len = _int(lf, "per_device_train_batch_size", file, problems), _int(lf, "cutoff_len", file, problems)
     grad_accum = _int(lf, "gradient_accumulation_steps", file, problems)
     mfu = _mfu(plan, arch, file, problems)
     if spec is None or cannot:
         return None, problems, cannot
+    _window_under_a_4d_mask(spec, packing, flash, lf, file, problems)
+    targets = _targets(lf, spec, file, problems) if method == "lora" else spec.linear_names
     wl = Workload(
         recipe=recipe.name, model=spec, arch=arch.name, arch_family=arch.family,
         capacity_gib=float(capacity) if capacity is not None else None,
@@ -358,19 +426,20 @@ def _read(recipe: Recipe, gpus) -> tuple[Workload | None, list[Problem], list[Pr
         optim=str(lf.get("optim", LF_DEFAULTS["optim"])),
         micro_batch=micro_batch, cutoff_len=cutoff_len, grad_accum=grad_accum,
         gradient_checkpointing=not bool(lf.get("disable_gradient_checkpointing", False)),
-        attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), stage=stage,
+        attention=flash, liger=bool(lf.get("enable_liger_kernel", False)), liger_asked=bool(lf.get("enable_liger_kernel", False)),
+        stage=stage,
         pref_loss=str(lf.get("pref_loss") or "sigmoid"), separate_reference=bool(lf.get("ref_model")),
         epochs=float(epochs), max_steps=int(max_steps),
         mfu=mfu, mfu_source="plan.mfu" if "mfu" in plan else
         (f"docker/arches.yaml {_mfu_owner(arch)}" if arch.mfu else "planner default"), avg_tokens=avg,
         host_memory_gb=float(host) if host is not None else None,
-        ds_reduce_bucket=ds.get("reduce_bucket_size"),
-        ds_live_params=ds.get("stage3_max_live_parameters") or 1e9,
-        ds_sub_group_size=ds.get("sub_group_size") or 1e9,
         product=arch.product if arch.is_gpu else "", product_source=product_source if arch.is_gpu else "",
         node_gpus=arch.gpus_per_node, unified_memory=arch.unified_memory,
         packing=packing, liger_available=arch.liger_kernel,
-        ds_prefetch=ds.get("stage3_prefetch_bucket_size"), ds_persistence=ds.get("stage3_param_persistence_threshold"),
-        ds_overlap_comm=bool(ds.get("overlap_comm")), ds_allgather_bucket=ds.get("allgather_bucket_size"),
+        **_ds_fields(ds),
+        eval_batch=_int(lf, "per_device_eval_batch_size", file, problems),
+        evaluates=bool(lf.get("val_size") or lf.get("eval_dataset")) and str(lf.get("eval_strategy", "no")) != "no",
     )
+    if not any(p.severity == "error" for p in problems):  # a preset is applied to values that make sense only
+        wl = with_preset(wl, preset) if not recipe.deepspeed_file else replace(wl, liger=liger_rendered(wl))
     return wl, problems, cannot

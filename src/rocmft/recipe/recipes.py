@@ -22,7 +22,7 @@ from ..io.yamlio import parse_yaml
 from . import ds_presets
 from .overrides import apply_overrides, parse_overrides
 
-DEEPSPEED_PRESETS = ("none", "zero0", "zero2", "zero3", "zero3-offload-optimizer", "zero3-offload")
+DEEPSPEED_PRESETS = ("none", "zero0", "zero2", "zero3", "zero3-replicated", "zero3-offload-optimizer", "zero3-offload")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 PROJECT_KEYS = (
     "base", "description", "arch", "gpus_per_node", "nodes", "deepspeed", "precision",
@@ -52,7 +52,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 RESERVED_LF_KEYS = {
     "output_dir": "set per run by rocmft (runs/<name>/output); name a run with RUN_NAME=",
     "overwrite_output_dir": "refused: it destroys earlier results; every run gets a new directory",
-    "deepspeed": "use the recipe's `deepspeed:` preset (none|zero0|zero2|zero3|zero3-offload-optimizer|zero3-offload)",
+    "deepspeed": "use the recipe's `deepspeed:` preset (none|zero0|zero2|zero3|zero3-replicated|zero3-offload-optimizer|zero3-offload)",
     "bf16": "use the recipe's `precision:` (auto|bf16|fp16|fp32); rocmft renders bf16/fp16 from it",
     "fp16": "use the recipe's `precision:` (auto|bf16|fp16|fp32); rocmft renders bf16/fp16 from it",
     "torch_dtype": "not a LLaMA-Factory training argument: use the recipe's `precision:`",

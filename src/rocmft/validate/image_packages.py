@@ -24,6 +24,7 @@ class Need:
     wants: Callable[[Any, dict[str, Any]], bool]  # (the key's value, all args) -> the setting needs the package
     source: str
     neutral: Any = False  # the value that needs nothing, for LLaMA-Factory's own parser on this host
+    unavailable: str = ""  # why no image can carry the package with this stack (then that is the suggestion)
 
 
 def _truthy(value: Any, _args: dict) -> bool:
@@ -54,7 +55,10 @@ NEEDS = (
     Need("use_badam", "badam", _truthy, f"{PARSER}: check_version('badam>=1.2.1', mandatory=True)"),
     Need("use_adam_mini", "adam-mini", _truthy, f"{PARSER}: check_version('adam-mini', mandatory=True)"),
     Need("mixture_of_depths", "mixture-of-depth", lambda v, a: v is not None,
-         f"{PARSER}: check_version('mixture-of-depth>=1.1.6', mandatory=True)", neutral=None),
+         f"{PARSER}: check_version('mixture-of-depth>=1.1.6', mandatory=True)", neutral=None,
+         unavailable="no mixture-of-depth release imports with the images' transformers 5.6 (1.2.0 imports "
+                     "TRANSFORMERS_CACHE, 1.1.6 is_torch_fx_available: both removed in transformers 5): remove "
+                     "`mixture_of_depths`"),
     Need("use_unsloth", "unsloth", _truthy, f"{PARSER}: check_version('unsloth', mandatory=True)"),
     Need("use_kt", "kt-kernel", _truthy, f"{PARSER}: check_version('kt-kernel', mandatory=True)"),
     Need("use_swanlab", "swanlab", _truthy, f"{PARSER}: check_version('swanlab', mandatory=True)"),
@@ -94,8 +98,8 @@ def judge(args: dict[str, Any], arch: Arch, file: str) -> tuple[list[Problem], l
         if have is None:
             errors.append(Problem(file, need.key, f"needs `{need.package}`, which the {arch.name} image does not have "
                                   f"(docker/arches.yaml arches.{arch.name} packages; {need.source})",
-                                  f"remove `{need.key}`, or pin `{need.package}` (requirements/lock.txt or "
-                                  f"hardware/versions.py), list it in the {arch.name} packages, `make image ARCH={arch.name}`"))
+                                  need.unavailable or f"remove `{need.key}`, or pin `{need.package}` (requirements/lock.txt "
+                                  f"or hardware/versions.py), list it in the {arch.name} packages, `make image ARCH={arch.name}`"))
         elif not _on_this_host(need.package):
             notes.append(Problem(file, need.key, f"judged for {arch.name}: its image has {need.package} {have} "
                                  "(docker/arches.yaml), this host does not", severity="note"))

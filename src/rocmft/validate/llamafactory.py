@@ -26,7 +26,7 @@ from typing import Any
 
 from ..hardware.arches import Arch
 from ..io.problems import Problem, did_you_mean
-from . import image_packages, packages
+from . import image_packages, optimizers, packages
 
 # Keys from the posts (and habits) that LLaMA-Factory does not take for training, with what to use instead.
 KNOWN_WRONG = {
@@ -208,6 +208,7 @@ def check(args: dict[str, Any], file: str, arch: Arch | None = None) -> LFCheck:
 
     # Cross-field checks, on what passed. Judged for the target, not this host, where they differ.
     trial = {k: v for k, v in args.items() if k not in bad}
+    problems += optimizers.check(trial, file)
     if trial.pop("deepspeed", None) is not None:
         notes.append(Problem(file, "deepspeed", "checked by DeepSpeed's own config model (LLaMA-Factory only "
                                                 "accepts it under torchrun)", severity="note"))

@@ -15,25 +15,22 @@ The request and the reading of its answer are pure (`auth_request`, `verdict`); 
 from __future__ import annotations
 
 import os
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import hubcache
+from ..io import hubcache, hubhttp
 from ..io.problems import Problem, did_you_mean
 
-DEFAULT_ENDPOINT = "https://huggingface.co"
-TIMEOUT_S = 10.0  # one small JSON answer; a host without a route to the Hub fails fast or times out here
+endpoint = hubhttp.endpoint
+token_source = hubhttp.token_source
 
 
 @dataclass(frozen=True)
 class HubRequest:
     url: str
     token_from: str  # where the token is read when sent: "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", a file, or ""
-    timeout_s: float = TIMEOUT_S
+    timeout_s: float = hubhttp.TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -43,64 +40,15 @@ class HubAnswer:
     error_message: str = ""  # X-Error-Message
 
 
-def endpoint(env: Mapping[str, str]) -> str:
-    return (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-
-
-def token_source(env: Mapping[str, str]) -> str:
-    """Where huggingface_hub.get_token would find a token (utils/_auth.py): the environment, then the file
-    `hf auth login` writes. Only the name travels; the value is read when the request is sent."""
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        if env.get(name, "").strip():
-            return name
-    file = Path(env.get("HF_TOKEN_PATH") or hubcache.hf_home(env) / "token").expanduser()
-    return str(file) if file.is_file() else ""
-
-
 def auth_request(repo_id: str, env: Mapping[str, str]) -> HubRequest:
     return HubRequest(f"{endpoint(env)}/api/models/{repo_id}/auth-check", token_source(env))
 
 
-def _token(source: str, env: Mapping[str, str]) -> str:
-    if not source:
-        return ""
-    if source in env:
-        return env[source].strip()
-    try:
-        return Path(source).read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""
-
-
-def _origin(url: str) -> tuple[str, str]:
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme.lower(), parts.netloc.lower()
-
-
-class _TokenStaysHome(urllib.request.HTTPRedirectHandler):
-    """A redirect keeps the token only to the same scheme, host and port. urllib copies every header onto the
-    redirected request, so an endpoint (or anything in the path to it) answering 302 to another host would
-    be handed the user's Hub token. httpx, which the job's huggingface_hub uses, drops it the same way."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(newurl) != _origin(req.full_url):
-            new.remove_header("Authorization")
-        return new
-
-
 def send(request: HubRequest, env: Mapping[str, str]) -> HubAnswer:
-    """The HTTP call. Raises OSError (URLError, timeout) when the Hub cannot be reached."""
-    headers = {"User-Agent": "rocmft-model-check"}
-    token = _token(request.token_from, env)
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    try:
-        opener = urllib.request.build_opener(_TokenStaysHome)
-        with opener.open(urllib.request.Request(url=request.url, headers=headers), timeout=request.timeout_s) as response:
-            return HubAnswer(response.status)
-    except urllib.error.HTTPError as err:
-        return HubAnswer(err.code, err.headers.get("X-Error-Code") or "", err.headers.get("X-Error-Message") or "")
+    """The HTTP call (io/hubhttp: the token never follows a redirect to another host). Raises OSError (URLError,
+    timeout) when the Hub cannot be reached."""
+    answer = hubhttp.get(request.url, request.token_from, env, timeout=request.timeout_s, agent="rocmft-model-check")
+    return HubAnswer(answer.status, answer.error_code, answer.error_message)
 
 
 def _fetch_hint(name: str) -> str:

@@ -335,13 +335,17 @@ def test_predicted_mfu_counts_model_flops_like_the_measured_column():
     from rocmft.plan import throughput
 
     result = plan.check(recipes.load("llama3-8b-z3", shlex.split(GOOD["overrides"])), steps=20)
-    factors = dict(result.throughput.factors)  # the speed factors and the host's time (ZeRO-3's hooks)
-    assert "PEFT LoRA adapters, unfused" in factors and any(k.startswith("ZeRO-3 gathers") for k in factors)
-    assert any(k.startswith("ZeRO-3 fetch/release hooks") for k in factors)
-    assert set(throughput.speed_factors(result.workload)) < set(result.throughput.factors)
+    tp = result.throughput
+    factors = dict(tp.factors)  # the GPU's speed factors; the host's time (ZeRO-3's hooks) per end in tp.host
+    assert "PEFT LoRA adapters, unfused" in factors and any(k.startswith("ZeRO-3") for k in factors)
+    assert any(k.startswith("ZeRO-3 hooks") for k, _ in tp.host)
+    assert set(throughput.speed_factors(result.workload)) == set(tp.factors)
     pred = bench.predict(GOOD)
     lo, hi = result.workload.mfu
-    assert pred.mfu == pytest.approx((lo * math.prod(factors.values()), hi * math.prod(factors.values())))
+    host = [math.prod(ends[e] for _, ends in tp.host) for e in (1, 0)]  # (slow end, fast end)
+    assert pred.mfu == pytest.approx((lo * tp.factor * host[0], hi * tp.factor * host[1]))
+    flops = throughput.flops_per_token(result.workload)[0]
+    assert pred.mfu == pytest.approx(tuple(t * flops / (tp.peak_tflops * 1e12) for t in tp.tokens_per_s_gpu))
     line = bench.compare([(2, GOOD)])[0]
     assert line.tps_err is not None and line.mem_err is not None  # an error per row
 

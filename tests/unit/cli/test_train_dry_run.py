@@ -5,6 +5,7 @@ the run dir (a marker's mtime against every file of the project and of HOME)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -73,10 +74,34 @@ def test_make_train_docker_dry_run_prints_the_container_with_no_daemon_and_no_gp
                  "on THIS host a launch would stop here"):
         assert part in out, part
     run_dir = only_run_dir(tmp_path, marker)
+    assert_plan_line_is_make_plans(out, env)
     # the run dir and its job folder (output/, what a container may write: docs/security.md), nothing started
     assert sorted(p.name for p in run_dir.iterdir()) == ["container.json", "ds_config.json", "output", "plan.json",
                                                          "recipe.resolved.yaml", "status.json", "train.yaml",
                                                          "versions.json"]
+
+
+def make_plan(env, *variables: str) -> str:
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "plan", *variables], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def assert_plan_line_is_make_plans(train_output: str, env) -> None:
+    """The plan `make train` prints before launching times the same workload as `make plan RECIPE=...` (no STEPS=):
+    the same steps or epochs, the same duration. mk/bench.mk's STEPS default once reached `make plan`, which then
+    timed 20 steps whatever the recipe said (a run 68x longer planned as its 20 steps)."""
+    full = re.search(r"^  time: (.+) = [\d,]+ optimizer steps, [^:]+: (.+)$", make_plan(env, "RECIPE=llama3-8b-z3"), re.M)
+    assert full, "no time line in make plan's output"
+    what, duration = full.groups()
+    assert f"; {what}: {duration}" in train_output, (what, duration, train_output[-2000:])
+
+
+def test_make_plan_times_the_recipes_own_steps_unless_steps_is_given(tmp_path):
+    env = bare_host_env(tmp_path)
+    assert "time: max_steps=12 of 4 packed rows = 12 optimizer steps" in make_plan(env, "RECIPE=tiny-cpu")
+    assert "time: 3 steps of 4 packed rows = 3 optimizer steps" in make_plan(env, "RECIPE=tiny-cpu", "STEPS=3")
 
 
 @pytest.mark.parametrize("runtime, shown", [

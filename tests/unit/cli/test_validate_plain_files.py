@@ -66,6 +66,31 @@ ZERO3 = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "
          "zero_optimization": {"stage": 3, "overlap_comm": False, "stage3_gather_16bit_weights_on_model_save": True}}
 
 
+EXTRAS = {
+    "extras/galore/llama3_full_sft.yaml": {"finetuning_type": "full", "use_galore": True, "galore_layerwise": True,
+                                           "galore_target": "mlp,self_attn", "galore_rank": 128, "galore_scale": 2.0,
+                                           "pure_bf16": True, "gradient_accumulation_steps": 1},
+    "extras/apollo/llama3_full_sft.yaml": {"finetuning_type": "full", "use_apollo": True, "apollo_layerwise": True,
+                                           "apollo_target": "all", "apollo_rank": 128, "apollo_scale": 32.0,
+                                           "apollo_scale_type": "channel", "pure_bf16": True,
+                                           "gradient_accumulation_steps": 1},
+    # the same two with the optimizer LLaMA-Factory builds them from (optim unset: transformers 5.6's fused AdamW)
+    "extras/galore/llama3_full_sft_adamw.yaml": {"finetuning_type": "full", "use_galore": True, "galore_layerwise": True,
+                                                 "galore_target": "mlp,self_attn", "galore_rank": 128,
+                                                 "galore_scale": 2.0, "pure_bf16": True,
+                                                 "gradient_accumulation_steps": 1, "optim": "adamw_torch"},
+    "extras/apollo/llama3_full_sft_adamw.yaml": {"finetuning_type": "full", "use_apollo": True, "apollo_layerwise": True,
+                                                 "apollo_target": "all", "apollo_rank": 128, "apollo_scale": 32.0,
+                                                 "apollo_scale_type": "channel", "pure_bf16": True,
+                                                 "gradient_accumulation_steps": 1, "optim": "adamw_torch"},
+    "extras/badam/llama3_full_sft.yaml": {"finetuning_type": "full", "use_badam": True, "badam_mode": "layer",
+                                          "badam_switch_mode": "ascending", "badam_switch_interval": 50},
+    "extras/adam_mini/qwen2_full_sft.yaml": {"finetuning_type": "full", "use_adam_mini": True},
+    "extras/mod/llama3_full_sft.yaml": {"finetuning_type": "full", "mixture_of_depths": "convert",
+                                        "optim": "paged_adamw_8bit", "pure_bf16": True},
+}
+
+
 @pytest.fixture
 def lf_checkout(tmp_path):
     """A folder shaped like LLaMA-Factory's checkout (data/ with its registry, examples/, a local model): nothing
@@ -88,9 +113,9 @@ def lf_checkout(tmp_path):
         "train_lora/qwen3_lora_sft_ds3.yaml": {"deepspeed": "examples/deepspeed/ds_z3_config.json"},
         # examples/train_lora/qwen3_lora_sft_ray.yaml: dataset_info.json read from the Hub
         "train_lora/qwen3_lora_sft_ray.yaml": {"dataset_dir": "REMOTE:llamafactory/demo_data", "dataset": "alpaca_en_demo"},
-        # examples/extras/badam/llama3_full_sft.yaml: an optional package this stack does not have
-        "extras/badam/llama3_full_sft.yaml": {"finetuning_type": "full", "use_badam": True, "badam_mode": "layer",
-                                              "badam_switch_mode": "ascending", "badam_switch_interval": 50},
+        # LLaMA-Factory's examples/extras/{galore,apollo,badam,adam_mini,mod}: the keys each sets (read from
+        # hiyouga/LLaMA-Factory), an optional package each needs
+        **EXTRAS,
     }
     for rel, extra in shapes.items():
         path = root / "examples" / rel
@@ -108,24 +133,37 @@ def validate_in(cwd, *args, env):
 def test_llamafactory_examples_from_inside_their_checkout(lf_checkout, job_env):
     proc = validate_in(lf_checkout, "examples/train_lora/qwen3_lora_sft_ds3.yaml",
                        "examples/train_lora/qwen3_lora_sft_ray.yaml", "examples/deepspeed/ds_z2_autotp_config.json",
-                       "examples/extras/badam/llama3_full_sft.yaml", "--arch", "gfx942", env=job_env)
+                       *(f"examples/{name}" for name in EXTRAS), "--arch", "gfx942", env=job_env)
     out = proc.stdout
-    assert proc.returncode == 2, out + proc.stderr  # badam is not in the gfx942 image
+    assert proc.returncode == 2, out + proc.stderr  # mixture-of-depth is in no image
     verdicts = dict(reversed(line.split(None, 1)) for line in out.splitlines() if line.startswith(("ok", "FAIL")))
     assert verdicts["examples/train_lora/qwen3_lora_sft_ds3.yaml"] == "ok"
     assert verdicts["examples/train_lora/qwen3_lora_sft_ray.yaml"] == "ok"
     assert verdicts["examples/deepspeed/ds_z2_autotp_config.json"] == "ok"
+    # the optimizers the gfx942 image carries (docker/arches.yaml packages): judged from that list, not this venv
+    for path, package in (("galore/llama3_full_sft_adamw", "galore-torch"), ("apollo/llama3_full_sft_adamw", "apollo-torch"),
+                          ("badam/llama3_full_sft", "badam"), ("adam_mini/qwen2_full_sft", "adam-mini")):
+        path = f"examples/extras/{path}.yaml"
+        assert verdicts[path] == "ok", out
+        assert f"note: {path}: " in out and f"its image has {package} " in out
+    # as shipped, GaLore and APOLLO would stop at their first step: transformers 5.6's default optimizer
+    for name, takes in (("galore", "adamw_torch, adamw_bnb_8bit"), ("apollo", "adamw_torch;")):
+        path = f"examples/extras/{name}/llama3_full_sft.yaml"
+        assert f"FAIL  {path}" in out, out
+        line = next(x for x in out.splitlines() if x.startswith(f"error: {path}: optim: "))
+        assert takes.rstrip(";") in line and "an unset optim (transformers' default, adamw_torch_fused)" in line \
+            and "(optim: adamw_torch)" in line, line
     assert "note: examples/train_lora/qwen3_lora_sft_ray.yaml: dataset_dir: dataset_info.json comes from the Hub " \
            "dataset repo `llamafactory/demo_data`" in out
     assert "note: examples/deepspeed/ds_z2_autotp_config.json: _comment: a comment (DeepSpeed ignores it)" in out
-    # the optional package: one line naming it, the stack that lacks it, and how to add it
-    badam = [line for line in out.splitlines() if line.startswith("error: examples/extras/badam/")]
-    # judged from the gfx942 image's list (docker/arches.yaml packages), not from this venv
-    assert badam == [("error: examples/extras/badam/llama3_full_sft.yaml: use_badam: needs `badam`, which the gfx942 "
-                      "image does not have (docker/arches.yaml arches.gfx942 packages; llamafactory/hparams/parser.py "
-                      "_check_extra_dependencies: check_version('badam>=1.2.1', mandatory=True)) (remove `use_badam`, "
-                      "or pin `badam` (requirements/lock.txt or hardware/versions.py), list it in the gfx942 packages, "
-                      "`make image ARCH=gfx942`)")], out
+    # the one no image can carry: one line naming the key, the package, and why
+    mod = [line for line in out.splitlines() if line.startswith("error: examples/extras/mod/")]
+    assert mod == [("error: examples/extras/mod/llama3_full_sft.yaml: mixture_of_depths: needs `mixture-of-depth`, "
+                    "which the gfx942 image does not have (docker/arches.yaml arches.gfx942 packages; "
+                    "llamafactory/hparams/parser.py _check_extra_dependencies: check_version('mixture-of-depth>=1.1.6', "
+                    "mandatory=True)) (no mixture-of-depth release imports with the images' transformers 5.6 (1.2.0 "
+                    "imports TRANSFORMERS_CACHE, 1.1.6 is_torch_fx_available: both removed in transformers 5): remove "
+                    "`mixture_of_depths`)")], out
     assert "No package metadata" not in out + proc.stderr
     assert "[transformers]" not in out + proc.stderr  # warmup_ratio's deprecation is a note on its key instead
     assert "note: examples/train_lora/qwen3_lora_sft_ds3.yaml: warmup_ratio: transformers: warmup_ratio is deprecated" in out

@@ -388,3 +388,47 @@ def test_doctor_an_enabled_igpu_beside_radeon_cards_warns_with_the_gpus_to_keep(
     assert len(warn) == 1 and "GPU 0 (gfx1036, /dev/dri/renderD128)" in warn[0].what
     assert "GPUS=1,2" in warn[0].fix and "BIOS" in warn[0].fix
     assert not [f for f in doctor.check(node(), DOCKER_OK, A).findings if "integrated GPU" in f.what]
+
+
+def strix_halo(tmp_path, *, vram=512 * 1024 ** 2, gtt=96 * GiB):
+    """A Ryzen AI Max+ 395 as amdgpu and KFD show it: one gfx1151 node (device 1586, 40 CUs), its carve-out and
+    GTT limit in sysfs (mem_info_vram_total, mem_info_gtt_total)."""
+    topo, pci = tmp_path / "nodes", tmp_path / "pci"
+    write_node(topo, 0, cpu_cores_count=32, simd_count=0, gfx_target_version=0)
+    write_node(topo, 1, simd_count=80, simd_per_cu=2, gfx_target_version=110501, device_id=0x1586,
+               drm_render_minor=128, location_id=0xc5 << 8, domain=0)
+    dev = pci / "0000:c5:00.0"
+    dev.mkdir(parents=True)
+    if vram is not None:
+        (dev / "mem_info_vram_total").write_text(f"{vram}\n")
+    if gtt is not None:
+        (dev / "mem_info_gtt_total").write_text(f"{gtt}\n")
+    return tuple(host.gpus_from_sysfs(topo, pci_devices=pci))
+
+
+def test_strix_halo_is_an_integrated_training_target_with_its_memory_share(tmp_path):
+    gpus = strix_halo(tmp_path)
+    assert [(g.gfx, g.compute_units, g.vram_bytes, g.gtt_bytes, g.memory_share) for g in gpus] == [
+        ("gfx1151", 40, 512 * 1024 ** 2, 96 * GiB, 96 * GiB)]
+    devices = ("/dev/kfd", "/dev/dri/renderD128")
+    report = doctor.check(node(gpus=gpus, devices=devices, accessible=devices), DOCKER_OK, A)
+    assert report.suggested_arch == "gfx1151" and report.gpus[0].startswith("GPU 0: gfx1151 Radeon 8060S integrated")
+    share = [f for f in report.findings if "integrated GPU (Strix Halo)" in f.what]
+    assert len(share) == 1 and share[0].level == "ok"
+    assert "carve-out 0.5 GiB (firmware: UMA frame buffer), GTT 96.0 GiB (the kernel's limit); `make plan` uses 96.0 GiB" \
+        in share[0].what and "ttm.pages_limit" in share[0].fix
+    assert not [f for f in report.findings if "Integrated Graphics: Disabled" in f.fix]  # never told to hide it
+    unread = doctor.check(node(gpus=strix_halo(tmp_path / "b", vram=None, gtt=None), devices=devices,
+                               accessible=devices), DOCKER_OK, A)
+    [warn] = [f for f in unread.findings if "memory share cannot be read" in f.what]
+    assert warn.level == "warn" and "64 GB from docker/arches.yaml" in warn.what
+
+
+def test_strix_halo_beside_a_discrete_card_is_a_target_not_a_gpu_to_hide():
+    gpus = (GPU(0, "gfx1151", "AMD Radeon 8060S Graphics", "/dev/dri/renderD128"),
+            GPU(1, "gfx1100", "Radeon RX 7900 XTX", "/dev/dri/renderD129"))
+    devices = ("/dev/kfd", *(g.render_node for g in gpus))
+    report = doctor.check(node(gpus=gpus, devices=devices, accessible=devices), DOCKER_OK, A)
+    [found] = [f for f in report.findings if "Strix Halo), beside" in f.what]
+    assert found.level == "info" and "ARCH=gfx1151" in found.fix and "ARCH=gfx1100" in found.fix
+    assert not [f for f in report.findings if "BIOS/UEFI" in f.fix]

@@ -122,9 +122,9 @@ def test_max_jobs_follows_flash_attn_rule():
 
 
 def test_head_dims_come_from_the_model_table():
-    assert kernels.model_head_dims() == (64, 128)
+    assert kernels.model_head_dims() == (64, 128, 256)  # 256: Gemma 3 (1B, 4B, 12B)
     dims, why = kernels.head_dims_for_build("")
-    assert dims == (64, 128) and "model table" in why
+    assert dims == (64, 128, 256) and "model table" in why
     assert kernels.head_dims_for_build("all")[0] == kernels.ALL_HEAD_DIMS
     with pytest.raises(ValueError):
         kernels.head_dims_for_build("80")
@@ -240,7 +240,7 @@ def test_make_image_gfx942_dry_run_shows_the_kernel_stage():
     out = proc.stdout
     assert "kernel stage `kernels`" in out and "never lock.txt, src/, recipes/" in out
     assert re.search(r"MAX_JOBS +\d+ +\(flash-attn's rule: min\(", out)
-    assert re.search(r"head dims +64,128 ", out)
+    assert re.search(r"head dims +64,128,256 ", out)
     assert re.search(r"~\d+ CK sources .* ~ \d", out)  # the estimate
     assert "FUSED_ADAM" not in out and "deepspeed ops  none" in out
     proc = subprocess.run(["make", "-s", "image", "ARCH=gfx942", "DRY_RUN=1", "MAX_JOBS=96", "HEAD_DIMS=all"],

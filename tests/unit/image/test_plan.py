@@ -40,18 +40,20 @@ def test_gfx942_plan_is_pinned():
         # flash-attn 2.8.3 flash_attn/flash_attn_interface.py reads it at import: FALSE = the CK extension.
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "FALSE",
         "FLASH_ATTN_BACKEND": "ck",
-        # The planner's model table has head dims 64 and 128 only (flash-attn 2.8.3 setup.py: OPT_DIM).
-        "FLASH_ATTN_HEAD_DIMS": "64,128",
+        # The planner's model table has head dims 64, 128 and Gemma 3's 256 (flash-attn 2.8.3 setup.py: OPT_DIM).
+        "FLASH_ATTN_HEAD_DIMS": "64,128,256",
         "FLASH_ATTN_LABEL": "ck-2.8.3.post2 (gfx942)",
         "FLASH_ATTN_VERSION": "2.8.3.post2",
         "GIT_COMMIT": COMMIT,
         "GPU_ARCHS": "gfx942",
         # docker/arches.yaml `packages:` for gfx942: all of them, and the two lists pip installs
-        "IMAGE_PACKAGES": "bitsandbytes==0.50.2 deepspeed==0.19.8 flash-attn==2.8.3.post2 jieba==0.42.1 "
-                          "liger-kernel==0.8.2 lm-eval==0.4.13 matplotlib==3.11.2 mlflow-skinny==3.18.0 nltk==3.10.4 "
-                          "rouge-chinese==1.0.3 tensorboard==2.21.0 wandb==0.31.0",
-        "PACKAGES": "bitsandbytes==0.50.2 jieba==0.42.1 lm-eval==0.4.13 matplotlib==3.11.2 mlflow-skinny==3.18.0 "
-                    "nltk==3.10.4 rouge-chinese==1.0.3 tensorboard==2.21.0 wandb==0.31.0",
+        "IMAGE_PACKAGES": "adam-mini==1.1.1 apollo-torch==1.0.3 badam==1.4 bitsandbytes==0.50.2 deepspeed==0.19.8 "
+                          "flash-attn==2.8.3.post2 galore-torch==1.0 jieba==0.42.1 liger-kernel==0.8.2 lm-eval==0.4.13 "
+                          "matplotlib==3.11.2 mlflow-skinny==3.18.0 nltk==3.10.4 rouge-chinese==1.0.3 "
+                          "tensorboard==2.21.0 wandb==0.31.0",
+        "PACKAGES": "adam-mini==1.1.1 apollo-torch==1.0.3 badam==1.4 bitsandbytes==0.50.2 galore-torch==1.0 "
+                    "jieba==0.42.1 lm-eval==0.4.13 matplotlib==3.11.2 mlflow-skinny==3.18.0 nltk==3.10.4 "
+                    "rouge-chinese==1.0.3 tensorboard==2.21.0 wandb==0.31.0",
         # liger-kernel without its `triton` requirement: ROCm's triton stays (issue 31, run-breaker 1)
         "PACKAGES_NO_DEPS": "liger-kernel==0.8.2",
         "LIGER_KERNEL_LABEL": "0.8.2",

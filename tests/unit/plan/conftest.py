@@ -9,10 +9,12 @@ from rocmft.recipe.recipes import Recipe
 
 @pytest.fixture(autouse=True)
 def _no_hub_cache(tmp_path, monkeypatch):
-    """The planner reads the HF cache when it has the model: keep the tests on the table and local dirs only."""
+    """The planner reads the HF cache when it has the model, and the Hub when it may: keep the tests on the table
+    and local dirs only (a test of the Hub path serves config.json itself, test_plan_hub_config.py)."""
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub-cache"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "no-hf-home"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
 def make_recipe(arch: str = "gfx942", gpus: int = 1, nodes: int = 1, deepspeed: str = "none",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+
+import pytest
 
 from rocmft.cli.main import main
 from rocmft.hardware import arches
@@ -68,3 +71,24 @@ def test_planner_imports_no_torch():
             "bad = [m for m in ('torch', 'transformers', 'deepspeed', 'llamafactory') if m in sys.modules]; "
             "sys.exit(repr(bad) if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False).returncode == 0
+
+
+@pytest.mark.parametrize("name,model_line", [
+    ("Qwen/Qwen3-30B-A3B", "30.53 B total, 3.35 B active params"),
+    ("openai/gpt-oss-20b", "20.91 B total, 4.19 B active params"),
+    ("google/gemma-3-12b-it", "12.19B params"),
+])
+def test_plan_from_a_config_file_of_each_2026_model(tmp_path, capsys, name, model_line):
+    """`make plan` with a config.json on disk (the published one's keys, as the table keeps them): a memory verdict,
+    a throughput line, and for a MoE both parameter counts."""
+    from rocmft.plan import models
+
+    entry = models._table(str(models.TABLE_FILE))[name.lower()]
+    folder = tmp_path / name.rsplit("/", 1)[-1]
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in entry.items() if k not in ("source", "aliases", "_name")}))
+    assert main(["plan", "llama3-8b-z3", f"model_name_or_path={folder}", "disable_gradient_checkpointing=false",
+                 "cutoff_len=4096"]) == 0
+    out = capsys.readouterr().out
+    assert model_line in out and f"[{folder / 'config.json'}]" in out
+    assert "verdict: fits" in out and "real tokens/s per GPU" in out

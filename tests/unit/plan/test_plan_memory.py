@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from rocmft.plan import activations, check, memory
+from rocmft.plan import activations, check, memory, zero3
 from rocmft.recipe import recipes
 
 # LLaMA-Factory README's 7B memory figures ("Hardware Requirement") are held, with their source, in
@@ -29,12 +29,17 @@ def test_8b_lora_on_8_mi300x_zero3_fits():
     assert result.verdict == "fits"
 
 
-def test_8b_full_on_8_mi300x_zero3_fits():
-    result = _shipped("llama3-8b-full-z3")
+def test_8b_full_on_8_mi300x_fits_on_zero2_with_liger_and_on_zero3():
+    shipped = _shipped("llama3-8b-full-z3")  # ZeRO-2, so Liger stays on (rocmft.recipe.rules turns it off under ZeRO-3)
+    assert shipped.workload.zero_stage == 2 and shipped.workload.liger and shipped.verdict == "fits"
+    result = _shipped("llama3-8b-full-z3", "deepspeed=zero3")
     assert result.verdict == "fits"
-    # ZeRO-3 spreads the ~16 bytes/parameter (128 GB for 8B) over 8 cards
+    # ZeRO-3 spreads the ~16 bytes/parameter (128 GB for 8B) over 8 cards; the norms, under the preset's
+    # stage3_param_persistence_threshold (1e6), keep their 16-bit weights whole on every card
+    n, (_, whole) = 8_030_261_248, zero3.resident(result.workload)
+    assert whole == 65 * 4096  # 2 norms per layer + the final one
     states = sum(result.memory.gib(k) for k in ("trainable", "gradients", "optimizer", "master"))
-    assert states == pytest.approx(8_030_261_248 * 16 / 8 / 2**30, rel=1e-6)
+    assert states == pytest.approx((n * 16 / 8 + whole * 2 * 7 / 8) / 2**30, rel=1e-9)
 
 
 def test_7b_full_on_8_7900xtx_fits_only_with_offload():
@@ -103,7 +108,8 @@ def test_zero_stages_partition_what_the_paper_says(recipe_factory):
     z2 = memory.estimate(replace(w, deepspeed="zero2"))
     ddp = memory.estimate(replace(w, deepspeed="none"))
     g = 2**30
-    assert z3.gib("trainable") == pytest.approx(2 * n / 8 / g)
+    whole = zero3.resident(w)[1]  # the norms: under the 10 x hidden_size of "auto" persistence
+    assert 0 < whole < 300_000 and z3.gib("trainable") == pytest.approx((2 * (n - whole) / 8 + 2 * whole) / g)
     assert z2.gib("trainable") == pytest.approx(2 * n / g)  # weights replicated
     assert z2.gib("gradients") == pytest.approx(2 * n / 8 / g)  # gradients partitioned
     assert z2.gib("optimizer") == pytest.approx(8 * n / 8 / g)
@@ -188,3 +194,20 @@ def test_freeze_trains_the_top_layers(recipe_factory):
     w = _w(recipe_factory, finetuning_type="freeze", freeze_trainable_layers=2)
     assert memory.param_counts(w).trainable == 2 * w.model.layer_params
     assert activations.saved_layers(w) == 2
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-14b-qlora-7900xtx", "qwen2.5-7b-lora-7900xtx", "qwen2.5-7b-lora-2x7900xtx",
+                                  "qwen2.5-7b-dpo-7900xtx", "qwen2.5-7b-z3-offload"])
+def test_the_7900xtx_recipes_evaluation_fits_beside_the_training_state(name):
+    """An eval pass holds the full logits (Liger's fused loss is training-only) in fp32 for the loss: 10 bytes per
+    entry. The issue: at the base's per_device_eval_batch_size 4, qwen2.5-14b-qlora-7900xtx's first eval of packed
+    2048-token rows needed ~25 of 24 GiB - a run lost at its first eval, 500 steps in."""
+    result = _shipped(name)
+    plan, w = result.memory, result.workload
+    assert w.evaluates and plan.eval_gib is not None and result.verdict == "fits", (plan.eval_gib, plan.total_gib)
+    if name == "qwen2.5-14b-qlora-7900xtx":
+        four = memory.estimate(replace(w, eval_batch=4))
+        assert four.eval_gib > 24 > four.total_gib and four.verdict == "does not fit"
+        logits = 4 * 2048 * w.model.vocab_size * activations.LOGITS_FORWARD_BYTES / 2**30
+        # three more packed rows' logits, and their share of one layer's working set (~7% more)
+        assert logits * 3 / 4 < four.eval_gib - plan.eval_gib < logits * 3 / 4 * 1.15

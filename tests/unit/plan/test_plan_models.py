@@ -109,14 +109,16 @@ def test_local_dir_without_config_or_with_missing_keys(tmp_path):
         models.resolve(str(folder))
 
 
-def test_mixture_of_experts_is_refused(tmp_path):
+def test_a_mixture_of_experts_config_is_planned_not_refused(tmp_path):
+    """It was refused ("the planner models dense decoder-only models only"); test_plan_architecture.py holds the
+    counts to transformers' own."""
     folder = tmp_path / "moe"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({
-        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "vocab_size": 100, "num_experts": 8}))
-    with pytest.raises(ProblemReport, match="mixture-of-experts"):
-        models.resolve(str(folder))
+        "model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "num_experts": 8, "num_experts_per_tok": 2}))
+    spec = models.resolve(str(folder))
+    assert spec.experts.count == 8 and spec.active_params < spec.total_params
 
 
 def test_multimodal_text_config_is_used(tmp_path):

@@ -138,3 +138,17 @@ def test_a_w7900_workstation_plans_with_48_gb_and_a_7900_xt_without_a_peak(tmp_p
     assert tp.tokens_per_s_gpu is None and "no known bf16 peak for gfx1100 RX 7900 XT" in tp.notes[0]
     # this test's host has no GPU: the arch's first card
     assert planner.check(make_recipe(arch="gfx1100")).workload.product == "RX 7900 XTX"
+
+
+def test_strix_halo_is_planned_with_the_memory_share_the_host_reports():
+    """gfx1151's memory is the host's: the planner takes the share this host gives the GPU (its GTT limit here),
+    not the table's 64 GB, and never suggests CPU offload (unified memory)."""
+    gib = 1024 ** 3
+    mine = (host.GPU(0, "gfx1151", device_id=0x1586, compute_units=40, vram_bytes=gib // 2, gtt_bytes=110 * gib),)
+    w, _ = workload.from_recipe(make_recipe(arch="gfx1151", model_name_or_path="Qwen/Qwen3-8B"), gpus=mine)
+    assert (w.product, w.capacity_gib, w.unified_memory) == ("Radeon 8060S", 110.0, True)
+    assert "its memory share 110.0 GiB as this host reports it" in w.product_source
+    elsewhere, _ = workload.from_recipe(make_recipe(arch="gfx1151", model_name_or_path="Qwen/Qwen3-8B"), gpus=())
+    assert elsewhere.capacity_gib == 64
+    big = planner.check(make_recipe(arch="gfx1151", model_name_or_path="Qwen/Qwen3-32B", finetuning_type="full"))
+    assert big.verdict == "does not fit" and not [s for s in big.suggestions if "offload" in s.line()]

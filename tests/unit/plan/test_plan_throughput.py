@@ -10,7 +10,7 @@ import pytest
 
 from rocmft.hardware import arches
 from rocmft.io.problems import ProblemReport
-from rocmft.plan import check, dataset, throughput
+from rocmft.plan import check, dataset, steptime, throughput, workload, zero3
 from rocmft.plan.workload import DEFAULT_MFU
 
 
@@ -40,7 +40,7 @@ def test_lora_skips_weight_gradients_and_checkpointing_adds_a_forward(recipe_fac
     factors = dict(throughput.speed_factors(gc))
     assert factors["gradient checkpointing recompute"] == pytest.approx(f_full / (f_full + extra))
     # the recipe comments' "~25% faster without recompute" for a full fine-tune
-    assert throughput.relative_speed(full, gc) == pytest.approx(1.31, abs=0.03)
+    assert throughput.gpu_relative_speed(full, gc) == pytest.approx(1.31, abs=0.03)
 
 
 def test_lora_has_its_own_factor_for_unfused_adapters(recipe_factory):
@@ -49,7 +49,7 @@ def test_lora_has_its_own_factor_for_unfused_adapters(recipe_factory):
     full = replace(lora, method="full")
     assert "PEFT LoRA adapters, unfused" not in dict(throughput.speed_factors(full))
     # fewer FLOPs, but not the full 1.5x: PEFT's adapter work eats part of it
-    assert 1.0 < throughput.relative_speed(lora, full) < 1.5 * 0.8
+    assert 1.0 < throughput.gpu_relative_speed(lora, full) < 1.5 * 0.8
 
 
 def test_tokens_per_second_from_peak_mfu_and_factors(recipe_factory):
@@ -104,12 +104,15 @@ def test_zero3_on_part_of_an_mi300x_node_uses_only_the_links_between_its_gpus(re
 def test_offload_and_zero3_and_quantization_cost_speed(recipe_factory):
     w = _w(recipe_factory, gpus=8, deepspeed="zero3", cutoff_len=2048)
     z3 = throughput.zero3_factor(w)
-    assert throughput.relative_speed(replace(w, deepspeed="zero3-offload"), w) == pytest.approx(0.5 / z3)
-    assert throughput.relative_speed(replace(w, deepspeed="zero2"), w) == pytest.approx(1 / z3)
+    assert throughput.gpu_relative_speed(replace(w, deepspeed="zero3-offload"), w) == pytest.approx(0.5 / z3)
+    assert throughput.gpu_relative_speed(replace(w, deepspeed="zero2"), w) == pytest.approx(1 / z3)
     # 4 bits: dequantisation traffic against 2,048-token micro-batches on an MI300X, a few percent (test_plan_quant.py
     # pins the arithmetic); LLM.int8's kernels: a flat factor
-    assert 0.9 < throughput.relative_speed(replace(w, quant_bits=4), w) < 1.0
-    assert throughput.relative_speed(replace(w, quant_bits=8), w) == pytest.approx(0.5)
+    assert 0.9 < throughput.gpu_relative_speed(replace(w, quant_bits=4), w) < 1.0
+    # (ZeRO-3 gathers the quantised weights' packed storage: fewer bytes than the 16-bit ones)
+    q8 = replace(w, quant_bits=8)
+    assert throughput.gpu_relative_speed(q8, w) == pytest.approx(0.5 * throughput.zero3_factor(q8) / z3)
+    assert throughput.zero3_factor(q8) > z3
 
 
 def test_arch_without_a_peak_plans_memory_only(recipe_factory):
@@ -183,20 +186,50 @@ def test_nothing_to_train_is_bad_input(recipe_factory):
 def test_a_small_step_is_host_bound_and_accumulation_spreads_the_floor(recipe_factory):
     """gpu_truth on an H200: 4 short padded rows took 0.568 s a step for a few ms of GPU work (docs/bench.md)."""
     w = _w(recipe_factory, arch="gfx942", per_device_train_batch_size=1, cutoff_len=256, plan={"mfu": [0.3, 0.4]})
-    floor = throughput.HOST_S_PER_LAYER * w.model.num_hidden_layers
+    floor = steptime.HOST_S_PER_LAYER * w.model.num_hidden_layers
     real = float(w.tokens_per_micro_batch)  # no lengths: every row at cutoff_len
     tp = throughput.estimate(w, None)
     assert tp.tokens_per_s_gpu == pytest.approx((real / floor, real / floor))
-    assert any(name.startswith("host-bound") for name, _ in tp.factors)
+    assert any(name.startswith("host-bound") for name, _ in tp.host)
     accumulated = throughput.estimate(replace(w, grad_accum=8), None)
     assert accumulated.tokens_per_s_gpu[0] == pytest.approx(8 * real / floor)  # 8 micro-batches under one floor
 
 
-def test_zero3_hooks_add_time_per_micro_batch_even_on_one_process(recipe_factory):
-    """gpu_truth on an H200: the same packed LoRA step took 1.504 s with ZeRO-3 on one process, 1.136 s without."""
+def _step_s(w, tps):
+    """Seconds of one micro-batch (accumulation 1) at `tps` real tokens/s."""
+    return float(w.tokens_per_micro_batch) / tps
+
+
+def test_zero3_hooks_by_fetch_path(recipe_factory):
+    """gpu_truth on an H200: the same packed LoRA step took 1.504 s (first run) and 1.768 s (second) with ZeRO-3 on
+    one process, 1.136 / 1.144 s without: the hooks' range. How they add depends on the path (steptime.py)."""
     w = _w(recipe_factory, arch="gfx942", per_device_train_batch_size=4, cutoff_len=8192, plan={"mfu": [0.3, 0.4]})
     plain = throughput.estimate(w, None).tokens_per_s_gpu
-    z3 = throughput.estimate(replace(w, deepspeed="zero3"), None).tokens_per_s_gpu
-    real = float(w.tokens_per_micro_batch)
-    hooks = throughput.ZERO3_HOOK_S_PER_LAYER * w.model.num_hidden_layers
-    assert real / z3[0] == pytest.approx(real / plain[0] + hooks, rel=1e-6)
+    hooks = [h * w.model.num_hidden_layers for h in steptime.ZERO3_HOOK_S_PER_LAYER]
+    assert hooks == pytest.approx([0.368, 0.624])
+    # one rank, base partitioned (the measured path): added at both ends, the slow end with the larger figure
+    one = replace(w, deepspeed="zero3")
+    assert zero3.fetch_path(one) == zero3.ONE_RANK
+    z3 = throughput.estimate(one, None).tokens_per_s_gpu
+    assert _step_s(w, z3[1]) == pytest.approx(_step_s(w, plain[1]) + hooks[0], rel=1e-6)
+    assert _step_s(w, z3[0]) == pytest.approx(_step_s(w, plain[0]) + hooks[1], rel=1e-6)
+    # nothing partitioned: host work beside a GPU-bound step, so plain speed (less the per-step local re-gather: none
+    # on one rank); on 8 ranks the resident weights' all-gather after each step is the only cost left
+    lean = workload.with_preset(w, "zero3-replicated")
+    assert zero3.fetch_path(lean) == zero3.RESIDENT and zero3.partitioned(lean) == 0
+    assert throughput.estimate(lean, None).tokens_per_s_gpu == pytest.approx(plain, rel=1e-6)
+    lean8, plain8 = replace(lean, gpus_per_node=8), replace(w, gpus_per_node=8)
+    regather = steptime.regather_s(lean8, throughput.link_gbps(lean8))
+    assert sum(zero3.resident(lean8)) > w.model.total_params  # the base and the adapters
+    assert regather == pytest.approx(sum(zero3.resident(lean8)) * 2 * 7 / 8 / 310e9, rel=1e-9)
+    fast = throughput.estimate(lean8, None).tokens_per_s_gpu[1]
+    assert _step_s(w, fast) == pytest.approx(_step_s(w, throughput.estimate(plain8, None).tokens_per_s_gpu[1])
+                                             + regather, rel=1e-3)  # (+ the LoRA gradients' reduce-scatter)
+    # several ranks, base partitioned: hidden at the fast end, added at the slow end
+    part8 = replace(one, gpus_per_node=8)
+    assert zero3.fetch_path(part8) == zero3.RANKS
+    gpu8 = throughput.gpu_rate(part8)
+    z8 = throughput.estimate(part8, None).tokens_per_s_gpu
+    assert _step_s(w, z8[1]) == pytest.approx(_step_s(w, gpu8[1]) + steptime.regather_s(part8, throughput.link_gbps(part8)))
+    assert _step_s(w, z8[0]) == pytest.approx(_step_s(w, gpu8[0]) + hooks[1]
+                                              + steptime.regather_s(part8, throughput.link_gbps(part8)))

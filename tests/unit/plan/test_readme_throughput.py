@@ -26,7 +26,7 @@ def test_the_table_is_read_and_holds_the_gpu_recipes():
 
 @pytest.mark.parametrize("name", PLANNED)
 def test_the_readme_states_what_plan_all_prints(name):
-    printed = report.table_row(planner.check(recipes.load(name)))[-1]
+    printed = report.table_row(planner.check(recipes.load(name), profile=True))[-1]
     stated = README_ROWS[name]
     # the figure, then (for some) a note in parentheses that plan-all does not print
     assert stated.split(" (")[0] == printed, f"README says {stated!r} for {name}; make plan-all prints {printed!r}"

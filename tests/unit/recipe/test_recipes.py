@@ -132,7 +132,7 @@ def test_watchdog_false_disables():
 
 def test_resolved_recipe_round_trips_without_base():
     d = recipes.load("llama3-8b-z3").to_dict()
-    assert "base" not in d and d["deepspeed"] == "zero3" and d["llamafactory"]["template"] == "llama3"
+    assert "base" not in d and d["deepspeed"] == "zero3-replicated" and d["llamafactory"]["template"] == "llama3"
 
 
 def test_set_items_split_at_each_key_and_an_apostrophe_is_text():

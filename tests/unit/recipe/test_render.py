@@ -68,7 +68,7 @@ def test_yaml_and_deepspeed_precision_agree(name, tmp_path):
 
 
 @pytest.mark.parametrize("arch", list(arches.table()))
-@pytest.mark.parametrize("preset", ["zero2", "zero3", "zero3-offload-optimizer", "zero3-offload"])
+@pytest.mark.parametrize("preset", ["zero2", "zero3", "zero3-replicated", "zero3-offload-optimizer", "zero3-offload"])
 def test_precision_per_arch_reaches_both_files(arch, preset):
     # neat packing off: under flash-attn 2 (gfx942, gfx950, gfx90a) its batch 4 is refused (test_rules.py)
     r = recipes.load("tiny-cpu", [f"arch={arch}", "gpus_per_node=1", f"deepspeed={preset}", "neat_packing=false"])

@@ -87,7 +87,7 @@ def test_the_7900xtx_recipe_runs_sdpa_so_its_batches_are_free():
 
 
 def test_liger_on_a_zero3_full_fine_tune_is_switched_off_with_its_source():
-    out = rendered("llama3-8b-full-z3", "enable_liger_kernel=true")
+    out = rendered("llama3-8b-full-z3", "enable_liger_kernel=true", "deepspeed=zero3")
     assert out.args["enable_liger_kernel"] is False
     assert yaml.safe_load(out.train_yaml)["enable_liger_kernel"] is False
     [note] = notes_on(out, "enable_liger_kernel")
