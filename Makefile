@@ -67,14 +67,30 @@ TRAIN_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call
               $(call opt,--max-restarts,$(MAX_RESTARTS)) $(if $(call is_set,$(TUNE)),--tune)
 
 .PHONY: help host setup
-help: ## list the targets (this screen)
-	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | sort | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
-	@echo; echo "  Variables: RECIPE="$(call q,$(RECIPE))" ARCH= SET=\"k=v ...\" RUNTIME=local|docker|slurm|k8s GPUS=0,1 NODES= RESUME=<run>|last FROM=<run>|last FORCE=1"
+# `make help` lists each target under its workflow group: the `[group]` tag that starts the target's own `##` line.
+# A new target joins its group by that tag alone; one without a known tag is listed under "other".
+HELP_GROUPS = start data train try gpu cluster dev
+HELP_TITLES = start=start: set up, pick and shape a recipe (RECIPE= SET= ARCH=)~\
+  data=data: your datasets (IN= NAME=; they go to my/data/)~\
+  train=train: run it, watch it (RECIPE= SET= RUNTIME=local|docker|slurm|k8s GPUS= NODES= RESUME=<run>|last FROM=<run>|last)~\
+  try=try: talk to, serve, evaluate, export what you trained (RUN=<run>|last)~\
+  gpu=GPU box: the host, the images, measurements (ARCH= GPUS= IMAGE_REF=)~\
+  cluster=cluster: make train RUNTIME=slurm|k8s NODES= PARTITION= ACCOUNT= TIME= CONTAINER= SIF= K8S_NAMESPACE= K8S_PVC= (docs/multinode.md)~\
+  dev=develop: tests and CI
 
-host: ## the light host in .venv: the rocmft CLI + jinja2, pyyaml, rich, Docker SDK; no torch (seconds; idempotent)
+help: ## [start] list the targets by workflow, each with the variables it takes (this screen)
+	@awk -v order="$(HELP_GROUPS)" -v titles='$(HELP_TITLES)' 'BEGIN { FS = ":.*## "; n = split(titles, t, "~") \
+	    ; for (i = 1; i <= n; i++) { split(t[i], kv, "="); sub(/^ +/, "", kv[1]); title[kv[1]] = substr(t[i], index(t[i], "=") + 1) } } \
+	  /^[a-zA-Z0-9_.-]+:.*## / { text = $$2; group = "other" \
+	    ; if (match(text, /^\[[a-z]+\] /)) { group = substr(text, 2, RLENGTH - 3); text = substr(text, RLENGTH + 1) } \
+	    ; if (!(group in lines)) seen[++groups] = group; lines[group] = lines[group] sprintf("  %-16s %s\n", $$1, text) } \
+	  END { k = split(order, o, " "); for (i = 1; i <= k; i++) { shown[o[i]] = 1; if (o[i] in lines) printf "%s\n%s\n", title[o[i]], lines[o[i]] } \
+	    ; for (i = 1; i <= groups; i++) if (!(seen[i] in shown)) printf "%s:\n%s\n", seen[i], lines[seen[i]] }' $(MAKEFILE_LIST)
+
+host: ## [start] the light host in .venv: the rocmft CLI + jinja2, pyyaml, rich, Docker SDK; no torch (seconds; idempotent)
 	@bash scripts/host-venv.sh
 
-setup: host ## the CPU training venv: + CPU torch (never CUDA), pinned LLaMA-Factory/DeepSpeed, test tools (TORCH_INDEX_URL=)
+setup: host ## [start] the CPU training venv: + CPU torch (never CUDA), pinned LLaMA-Factory/DeepSpeed, test tools (TORCH_INDEX_URL=)
 	@bash scripts/setup-venv.sh
 
 # RUNTIME=local (the default for cpu recipes and runs) runs in this venv and needs the CPU training stack;

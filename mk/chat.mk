@@ -22,18 +22,18 @@ FEWSHOT ?=
 RUN_ARGS = $(call q,$(or $(RUN),last)) $(call opt,--set,$(SET))
 SERVE_FLAGS = $(call opt,--runtime,$(RUNTIME)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
 
-chat: host ## talk to a run with its adapter (or merged export) and template (RUN=<dir>|last, PROMPT="..." or PROMPT_FILE= answers once, SET=, RUNTIME=)
+chat: host ## [try] talk to a run with its adapter (or merged export) and template (RUN=<dir>|last, PROMPT="..." or PROMPT_FILE= answers once, SET=, RUNTIME=)
 	$(call stack_when_local,chat $(RUN_ARGS) $(SERVE_FLAGS))
 	@$(if $(call from_cmdline,PROMPT),printf '%s' "$$PROMPT" | )$(ROCMFT) chat $(RUN_ARGS) $(if $(call from_cmdline,PROMPT),--prompt-file=-) $(call opt,--prompt-file,$(PROMPT_FILE)) $(SERVE_FLAGS)
 
-serve: host ## OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, a key: exported ROCMFT_API_KEY or generated, SET=, RUNTIME=)
+serve: host ## [try] OpenAI-compatible API for a run until Ctrl-C (RUN=, PORT=8000, HOST=127.0.0.1, a key: exported ROCMFT_API_KEY or generated, SET=, RUNTIME=)
 	$(call stack_when_local,serve $(RUN_ARGS) $(SERVE_FLAGS))
 	@$(ROCMFT) serve $(RUN_ARGS) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
 
-webui: host ## LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; always a login: ROCMFT_WEBUI_PASSWORD or generated; GPU arches in their container)
+webui: host ## [try] LlamaBoard for interactive experiments (ARCH=, PORT=7860, HOST=127.0.0.1; always a login: ROCMFT_WEBUI_PASSWORD or generated; GPU arches in their container)
 	$(call stack_when_local,webui $(call opt,--arch,$(ARCH)) $(SERVE_FLAGS))
 	@$(ROCMFT) webui $(call opt,--arch,$(ARCH)) $(call opt,--port,$(PORT)) $(call opt,--host,$(call from_cmdline,HOST)) $(SERVE_FLAGS)
 
-eval: host ## did it help? a run vs its base: held-out loss/perplexity/BLEU/ROUGE, or TASKS=mmlu,path/task.yaml on lm-evaluation-harness (LIMIT=, FEWSHOT=, RUN=, DATA=, N=, RUNTIME=)
+eval: host ## [try] did it help? a run vs its base: held-out loss/perplexity/BLEU/ROUGE, or TASKS=mmlu,path/task.yaml on lm-evaluation-harness (LIMIT=, FEWSHOT=, RUN=, DATA=, N=, RUNTIME=)
 	$(call stack_when_local,eval $(call q,$(or $(RUN),last)) $(SERVE_FLAGS))
 	@$(ROCMFT) eval $(call q,$(or $(RUN),last)) $(call opt,--data,$(DATA)) $(call opt,--rows,$(N)) $(call opt,--tasks,$(TASKS)) $(call opt,--limit,$(LIMIT)) $(call opt,--fewshot,$(FEWSHOT)) $(SERVE_FLAGS)

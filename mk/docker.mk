@@ -6,14 +6,14 @@
 .PHONY: doctor shell runs rm-run
 STATE ?=
 
-doctor: host ## check the host for GPU training in a container: devices, groups, GPUs + arch, Docker, image, disk, shm, IOMMU
+doctor: host ## [gpu] check the host for GPU training in a container: devices, groups, GPUs + arch, Docker, image, disk, shm, IOMMU
 	@$(ROCMFT) doctor $(call opt,--arch,$(ARCH))
 
-shell: host ## interactive shell in the image of ARCH with a run's devices, groups and mounts (GPUS=, IMAGE_REF=)
+shell: host ## [gpu] interactive shell in the image of ARCH with a run's devices, groups and mounts (GPUS=, IMAGE_REF=)
 	@$(ROCMFT) shell $(call opt,--arch,$(ARCH)) $(call opt,--gpus,$(GPUS)) $(call opt,--image,$(IMAGE_REF))
 
-runs: host ## list the runs (status, final loss, duration; STATE=failed,interrupted: only those; PRICE=: GPU-hours and cost) and containers left by a crashed launcher
+runs: host ## [train] list the runs (status, final loss, duration; STATE=failed,interrupted: only those; PRICE=: GPU-hours and cost) and containers left by a crashed launcher
 	@$(ROCMFT) runs $(call opt,--state,$(STATE)) $(call opt,--price,$(PRICE))
 
-rm-run: host ## remove one of your runs from runs/ (RUN=<name>; never `last`, another user's, or through a link)
+rm-run: host ## [train] remove one of your runs from runs/ (RUN=<name>; never `last`, another user's, or through a link)
 	@$(ROCMFT) rm-run $(call q,$(RUN))

@@ -11,6 +11,6 @@ FETCH_WHAT = $(if $(MODEL),--model=$(call q,$(MODEL)),$(if $(FETCH_RECIPE),$(cal
              $(call opt,--tasks,$(TASKS)) $(call opt,--arch,$(ARCH)) $(call opt,--runtime,$(RUNTIME))
 
 .PHONY: fetch
-fetch: host ## download RECIPE's Hub model + datasets into HF_HOME with a progress bar, resumable (MODEL=org/name instead; TASKS=mmlu,... benchmarks' datasets; RUNTIME=local|docker)
+fetch: host ## [data] download RECIPE's Hub model + datasets into HF_HOME with a progress bar, resumable (MODEL=org/name instead; TASKS=mmlu,... benchmarks' datasets; RUNTIME=local|docker)
 	$(call stack_when_local,fetch $(FETCH_WHAT))
 	@$(ROCMFT) fetch $(FETCH_WHAT)

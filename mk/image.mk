@@ -17,15 +17,15 @@ IMAGE_FLAGS = $(if $(call is_set,$(OFFLINE)),--offline) $(if $(call is_set,$(DRY
               $(call opt,--max-jobs,$(MAX_JOBS)) $(call opt,--head-dims,$(HEAD_DIMS))
 
 .PHONY: image image-info wheelhouse
-image: host ## build the training image for ARCH (OFFLINE=1: wheelhouse only, no network; DRY_RUN=1: print the plan)
+image: host ## [gpu] build the training image for ARCH (OFFLINE=1: wheelhouse only, no network; DRY_RUN=1: print the plan)
 	@$(ROCMFT) image $(call q,$(ARCH)) $(IMAGE_FLAGS)
 
-image-info: host ## print what the image of ARCH holds (versions, commit) and where its kernel wheel came from
+image-info: host ## [gpu] print what the image of ARCH holds (versions, commit) and where its kernel wheel came from
 	@$(ROCMFT) image-info $(call q,$(ARCH)) $(call opt,--image,$(IMAGE_REF))
 
-wheelhouse: host ## download every wheel the image of ARCH needs into wheelhouse/<arch>/ (for OFFLINE=1)
+wheelhouse: host ## [gpu] download every wheel the image of ARCH needs into wheelhouse/<arch>/ (for OFFLINE=1)
 	@$(ROCMFT) wheelhouse $(call q,$(ARCH)) $(call opt,--flash-attn,$(FLASH_ATTN)) $(if $(call is_set,$(DRY_RUN)),--dry-run)
 
 .PHONY: rehearsal
-rehearsal: host ## CI: build the gfx1100/gfx942 images' rehearsal on the CPU base (rocmft-rehearsal:<arch>, not usable)
+rehearsal: host ## [dev] CI: build the gfx1100/gfx942 images' rehearsal on the CPU base (rocmft-rehearsal:<arch>, not usable)
 	@$(ROCMFT) rehearsal

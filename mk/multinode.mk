@@ -29,5 +29,5 @@ MULTINODE_FLAGS = $(call opt,--partition,$(PARTITION)) $(call opt,--account,$(AC
                   $(if $(filter 0 no false,$(SUBMIT)),--no-submit) \
                   $(if $(call is_set,$(WAIT)),--wait)
 
-sif: host ## convert the rocmft Docker image of ARCH= to an Apptainer image rocmft-<arch>.sif (needs apptainer; SIF= to name it)
+sif: host ## [cluster] convert the rocmft Docker image of ARCH= to an Apptainer image rocmft-<arch>.sif (needs apptainer; SIF= to name it)
 	@$(ROCMFT) sif $(call opt,--arch,$(ARCH)) $(call opt,--out,$(SIF))

@@ -205,12 +205,15 @@ def evaluated_run(trained_run: TrainedRun, tmp_path_factory):
 # ---- `make eval TASKS=rocmft_demo` of a copy of `demo_run`, once for the session (`harness_evaluated_demo`): the
 # in-process lm-evaluation-harness scores that the harness tests read and the served client is compared with
 
-HARNESS_TASKS = "rocmft_demo"  # eval_tasks/rocmft_demo: the identity question (exact match), multiple choice
+# eval_tasks/rocmft_demo: the identity question (exact match), multiple choice; given as the group YAML's path, as a
+# user would (the harness itself fails on a group's path: evaluate/harness_data.py hands it the group's name)
+HARNESS_TASKS = "eval_tasks/rocmft_demo/rocmft_demo.yaml"
 
 
 @pytest.fixture(scope="session")
 def harness_evaluated_demo(demo_run: TrainedRun, tmp_path_factory):
-    """(run dir, env, what `make -s eval RUN=last TASKS=rocmft_demo VERBOSE=1` printed) for a copy of the demo run."""
+    """(run dir, env, what `make -s eval RUN=last TASKS=<the demo group YAML> VERBOSE=1` printed) for a copy of the
+    demo run."""
     tmp = tmp_path_factory.mktemp("harness-eval")
     env = make_env(tmp)
     run = demo_run.copy_to(tmp / "runs", "demo-harness")

@@ -140,6 +140,22 @@ def test_make_chat_prompt_prints_an_answer(env, run):
     assert f"{run}/output, template llama3 (local)" in proc.stderr
 
 
+def test_interactive_chat_is_quiet_and_ends_cleanly_at_the_end_of_input(env, run):
+    """`make chat` without PROMPT: LLaMA-Factory's chat loop, its libraries' log kept off the terminal, and the end
+    of input (Ctrl-D; here the end of a pipe) ends it with exit 0 instead of an EOFError traceback."""
+    proc = subprocess.run(["make", "-s", "chat", f"RUN={run}", "SET=max_new_tokens=8 do_sample=false"], cwd=ROOT,
+                          env=env, input="hello\nclear\n", capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out and "EOFError" not in out
+    assert "User: Assistant: " in proc.stdout and "History has been removed." in proc.stdout
+    # what LLaMA-Factory and transformers log while loading (`[INFO|...]`, "llamafactory.", config dumps) is not shown
+    assert "[INFO" not in out and "llamafactory" not in out.lower().replace("llamafactory-cli", ""), out[-2000:]
+    loud = subprocess.run(["make", "-s", "chat", f"RUN={run}", "SET=max_new_tokens=4 do_sample=false", "VERBOSE=1"],
+                          cwd=ROOT, env=env, input="", capture_output=True, text=True, timeout=600)
+    assert loud.returncode == 0 and "[INFO" in loud.stdout + loud.stderr  # VERBOSE=1 shows it
+
+
 def test_the_prompt_is_in_no_command_line_but_makes_own(env, run, tmp_path):
     """Every local user reads every command line (`ps`): while `make chat PROMPT=` runs, the real job
     (rocmft.serve.ask) and the CLI before it name a private file, and only make's own argv holds the prompt
@@ -187,6 +203,8 @@ def test_make_serve_answers_the_openai_client_and_stops_on_sigterm(env, run, pro
     import openai
 
     port = free_port()
+    log = ROOT / ".cache" / "serve" / f"api-{run.name}.log"
+    logged = log.stat().st_size if log.exists() else 0
     server = Server(["make", "-s", "serve", f"RUN={run}", f"PORT={port}", "SET=max_new_tokens=16 do_sample=false"],
                     process_mark.env(env))  # stopped at teardown whatever happens here
     server.wait_for("Ctrl-C stops it")
@@ -204,6 +222,13 @@ def test_make_serve_answers_the_openai_client_and_stops_on_sigterm(env, run, pro
     assert len(chunks) > 1 and chunks[-1].choices[0].finish_reason
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert streamed.strip() and streamed.strip() == done.choices[0].message.content.strip()
+    # the requests' messages are printed nowhere (LLaMA-Factory dumps each one unless API_VERBOSE=0): not on the
+    # terminal, not in the log
+    with open(log, "rb") as fh:
+        fh.seek(logged)
+        written = fh.read().decode("utf-8", "replace")
+    for text in ("\n".join(server.lines), written):
+        assert "==== request ====" not in text and '"content": "hello"' not in text
     server.stop(signal.SIGTERM)
     assert_nothing_left(server, port)
     assert any(f"stopped (SIGTERM); nothing is listening on port {port}" in line for line in server.lines)

@@ -79,7 +79,9 @@ RECOMPUTE = textwrap.dedent("""
         model_args, data_args, training_args, *_ = get_train_args({**args, "output_dir": out})
         tokenizer_module = load_tokenizer(model_args)
         template = get_template_and_fix_tokenizer(tokenizer_module["tokenizer"], data_args)
-        rows = get_dataset(template, model_args, data_args, training_args, "sft", **tokenizer_module)["eval_dataset"]
+        module = get_dataset(template, model_args, data_args, training_args, "sft", **tokenizer_module)
+        rows = module["eval_dataset"]
+        trained = {tuple(r["input_ids"]) for r in module["train_dataset"]}
 
     def row_losses(model):
         # (sum of the token losses, tokens) per row: the next token's cross-entropy where the label is not -100
@@ -105,7 +107,7 @@ RECOMPUTE = textwrap.dedent("""
         return sum(means) / len(means)
 
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32).eval()
-    result = {"rows": len(rows)}
+    result = {"rows": len(rows), "copies": sum(tuple(r["input_ids"]) in trained for r in rows)}
     for who, model in (("base", base), ("tuned", None)):
         if model is None:
             model = PeftModel.from_pretrained(base, adapter).eval()
@@ -143,6 +145,7 @@ def test_eval_json_holds_the_loss_and_perplexity_of_the_models_on_the_held_out_r
         loss = mine[who]["trainer"]
         assert report[who]["eval_loss"] == pytest.approx(loss, rel=1e-5), (who, report[who], mine)
         assert report[who]["perplexity"] == pytest.approx(math.exp(loss), rel=1e-5), (who, report[who], mine)
+    assert report["held_out"] == {"rows": mine["rows"], "copies": mine["copies"]}
     print(f"held-out rows {mine['rows']}: base {mine['base']}, tuned {mine['tuned']}")
 
 
@@ -169,3 +172,8 @@ def test_make_eval_after_the_demo_shows_the_demo_helped(demo_run, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     report = json.loads((tmp_path / "runs" / "demo" / "eval.json").read_text())
     assert report["data"] == "held-out" and report["tuned"]["eval_loss"] < report["base"]["eval_loss"], report
+    # the demo repeats six identity rows to 160 (num_samples) before LLaMA-Factory splits: the rows it holds out
+    # are partly rows it trained on, and the report says how many
+    held = report["held_out"]
+    assert 0 < held["copies"] <= held["rows"], held
+    assert f"held out: {held['rows']} rows, {held['copies']} of them token for token rows the run trained on" in proc.stdout

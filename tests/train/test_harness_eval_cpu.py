@@ -2,6 +2,7 @@
 lm-evaluation-harness, in this venv, on the tuned model and its base, with the project's own tasks
 (eval_tasks/rocmft_demo: the identity question scored by exact match, multiple choice by log-likelihood).
 
+- the group YAML's path evaluates its tasks (the harness alone fails on it: `unhashable type: 'list'`);
 - tuned is above base on the identity task by more than the harness's standard errors allow (measured here,
   not a fixed number), and both scores land in eval.json and eval.md with their standard errors;
 - `make runs` shows the headline and its change; the held-out report of an earlier `make eval` is kept;
@@ -30,7 +31,9 @@ def _rows(run):
 
 
 def test_tuned_is_above_base_on_the_identity_task_beyond_the_standard_errors(harness_evaluated_demo):
+    """Asked by the group YAML's path (TASKS=eval_tasks/rocmft_demo/rocmft_demo.yaml): both of its tasks ran."""
     run, _, output = harness_evaluated_demo
+    assert "unhashable" not in output
     rows = {(r["task"], r["metric"]): r for r in _rows(run)}
     identity = rows[("rocmft_demo_identity", "exact_match")]
     assert identity["n"] == 8 and identity["base"] is not None and identity["tuned"] is not None
@@ -82,7 +85,8 @@ def test_the_held_out_report_and_the_benchmarks_keep_each_other(harness_evaluate
 
 @pytest.mark.parametrize(("tasks", "expected"), [
     ("hellaswg", "`hellaswg` is not an lm-evaluation-harness task or group (the harness's closest: hellaswag"),
-    ("arc_easy", "`arc_easy`: its dataset could not be loaded on this offline machine"),
+    ("arc_easy", "`arc_easy`: its dataset allenai/ai2_arc is not in the Hugging Face cache and this machine cannot "
+                 "reach the Hub (make fetch TASKS=arc_easy downloads it"),
 ])
 def test_bad_tasks_are_one_line_exit_2_and_nothing_is_evaluated(harness_evaluated_demo, tasks, expected):
     run, env, _ = harness_evaluated_demo

@@ -44,7 +44,7 @@ def test_the_imported_lora_post_trains_on_cpu(tmp_path, tiny_model):
     # what LLaMA-Factory read: the post's own settings where they survive, none of its mistakes
     args = yaml.safe_load((run / "train.yaml").read_text())
     assert args["lora_target"] == "q_proj,v_proj" and args["finetuning_type"] == "lora"
-    assert args["learning_rate"] == 1e-4 and args["warmup_ratio"] == 0.1 and args["overwrite_cache"] is True
+    assert args["learning_rate"] == 1e-4 and args["warmup_steps"] == 0.1 and "warmup_ratio" not in args and args["overwrite_cache"] is True
     assert args["bf16"] is False and args["fp16"] is False  # precision auto on cpu: fp32
     for key in ("gpu_ids", "infer_backend", "torch_dtype", "ddp_backend"):
         assert key not in args

@@ -79,7 +79,7 @@ def _talk(args, s, prompt: str | None, prompt_file: str | None) -> int:
 
     verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
     base_too = bool(args.base_too and prompt is not None)
-    chat = plan.chat(s.target, s.settings, s.runtime, prompt_file=prompt_file, base_too=base_too)
+    chat = plan.chat(s.target, s.settings, s.runtime, prompt_file=prompt_file, base_too=base_too, verbose=verbose)
     messages = list(s.messages)
     if s.runtime == "local":
         messages += raise_if_errors(local.check(chat, s.arch))

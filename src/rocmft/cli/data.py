@@ -7,30 +7,36 @@ is imported only when --tokenizer is given.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from ..data.formats import FORMATS
+from ..data.options import Split
 from ..io.problems import Problem, ProblemReport
 
-HELP = ("check a dataset (SFT, preference pairs, KTO or plain text; JSONL or .txt), keep the good rows, "
-        "name the bad ones, register it")
+HELP = ("check a dataset (SFT, preference pairs, KTO or plain text; JSONL, JSON array, Parquet, CSV or .txt), "
+        "keep the good rows, name the bad ones and the duplicates, register it")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", metavar="IN", help="the .jsonl file (or .txt: one document per line) to check (never modified)")
+    parser.add_argument("input", metavar="IN", help="the file to check (never modified): JSON Lines, a JSON array, Parquet, CSV, or .txt (one document per line)")
     parser.add_argument("name", metavar="NAME", nargs="?", default=None,
                         help="dataset name: writes data/<NAME>.jsonl and registers <NAME> in data/dataset_info.json")
     parser.add_argument("--format", dest="fmt", default="auto", choices=("auto", *FORMATS),
                         help="row format (default: detected from the first rows)")
     parser.add_argument("--force", action="store_true", help="replace an existing data/<NAME>.jsonl and registry entry")
     parser.add_argument("--check", action="store_true", help="only read and report: write and register nothing")
-    parser.add_argument("--convert", action="store_true", help="IN is one JSON array of rows: write it as JSONL")
+    parser.add_argument("--convert", action="store_true",
+                        help="IN must be one JSON array of rows (an array is read as one without it too)")
+    parser.add_argument("--dedup", action="store_true",
+                        help="drop every row that repeats an earlier row exactly (they are counted either way)")
     parser.add_argument("--data-dir", default=None,
-                        help="the folder holding dataset_info.json (default: $ROCMFT_DATA_DIR, else data/ of the project)")
+                        help="the folder holding dataset_info.json (default: $ROCMFT_DATA_DIR, else my/data/ "
+                             "of the project: yours, ignored by git)")
     parser.add_argument("--tokenizer", default=None, metavar="DIR",
                         help="model or tokenizer folder: also report token lengths and rows over the recipe's cutoff_len")
-    parser.add_argument("--recipe", default="tiny-cpu", help="recipe whose cutoff_len and template apply (with --tokenizer)")
+    parser.add_argument("--recipe", default="tiny-cpu",
+                        help="recipe whose held-out split (val_size, seed, max_samples) is counted, and whose "
+                             "cutoff_len and template apply with --tokenizer")
     parser.add_argument("--max-line-mb", type=float, default=None,
                         help="a longer line is rejected (line_too_long) without being read whole (default 16)")
     progress = parser.add_mutually_exclusive_group()
@@ -42,14 +48,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def data_dir(value: str | None) -> Path:
     if value:
         return Path(value)
-    if os.environ.get("ROCMFT_DATA_DIR"):
-        return Path(os.environ["ROCMFT_DATA_DIR"])
     from ..io import paths
 
     try:
-        return paths.data_dir()
+        return paths.user_data_dir()
     except FileNotFoundError as exc:
         raise ProblemReport([Problem("", "DATA_DIR", str(exc), "or pass --data-dir DIR")]) from None
+
+
+def _split(recipe) -> Split | None:
+    """How the recipe holds rows out, when it does (the bases set val_size)."""
+    lf = recipe.llamafactory
+    try:
+        val_size = float(lf.get("val_size") or 0)
+        seed = int(lf.get("seed", 42))
+        max_samples = int(lf["max_samples"]) if lf.get("max_samples") else None
+    except (TypeError, ValueError):
+        return None  # the recipe's own validation names the value
+    return Split(recipe.name, val_size, seed, max_samples) if val_size > 0 else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,16 +79,19 @@ def run(args: argparse.Namespace) -> int:
         force=bool(args.force),
         check_only=bool(args.check),
         convert=bool(args.convert),
+        dedup=bool(args.dedup),
+        workspace=args.data_dir is None,
         progress=args.progress,
     )
     if args.max_line_mb is not None:
         if args.max_line_mb <= 0:
             raise ProblemReport([Problem("", "--max-line-mb", "must be a positive number of megabytes")])
         opts.max_line_bytes = int(args.max_line_mb * (1 << 20))
-    if args.tokenizer:
-        from ..recipe import recipes
+    from ..recipe import recipes
 
-        recipe = recipes.load(args.recipe)
+    recipe = recipes.load(args.recipe)
+    opts.split = _split(recipe)
+    if args.tokenizer:
         lf = recipe.llamafactory
         opts.tokenizer = args.tokenizer
         opts.template = lf.get("template")

@@ -32,7 +32,7 @@ def plan_for(args, env=None):
     import yaml
 
     from ..evaluate import plan as eval_plan
-    from ..io import paths
+    from ..io import datadirs, paths
     from ..io.problems import Problem, ProblemReport
     from ..serve import session
 
@@ -48,6 +48,8 @@ def plan_for(args, env=None):
         problems += report.problems
     if s is not None:
         train = yaml.safe_load((s.target.run_dir / "train.yaml").read_text()) or {}
+        if args.data:  # a dataset of the user's own (my/data) on a run that trained on the shipped sets
+            train = {**train, "dataset_dir": datadirs.pick([args.data], train.get("dataset_dir"))}
         try:
             registry = eval_plan.registry_for(paths.root(), train) if args.data else {}
             built = eval_plan.build(s.target, train, rows=rows or eval_plan.DEFAULT_ROWS, data=args.data,

@@ -1,4 +1,4 @@
-"""`rocmft list`: the shipped recipes, one line each."""
+"""`rocmft list`: the shipped recipes, then the user's own (my/recipes/), one line each."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     rows = []
+    mine = set(recipes.available()) - set(recipes.shipped())
     for name in recipes.available():
         path = recipes.find(name)
         try:
@@ -22,7 +23,7 @@ def run(args) -> int:
             method = f"{r.llamafactory.get('finetuning_type', '?')}, {r.deepspeed}"
         except ProblemReport:
             where, method = "INVALID", "run `make validate`"
-        rows.append((name, where, method, recipes.header_comment(path)))
+        rows.append((name, where, method, ("(yours) " if name in mine else "") + recipes.header_comment(path)))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])

@@ -18,7 +18,7 @@ def run(args) -> int:
     from ..plan import report
 
     rows, notes, failed = [], [], False
-    for name in recipes.available():
+    for name in recipes.shipped():
         try:
             recipe = recipes.load(name)
         except ProblemReport as exc:

@@ -40,7 +40,8 @@ def run(args) -> int:
     except ProblemReport as report:
         raise ProblemReport([*report.problems, *problems]) from None
     notes = raise_if_errors(problems)
-    api = plan.api(s.target, s.settings, s.runtime, host, port)
+    verbose = args.verbose or os.environ.get("VERBOSE", "") in ("1", "yes", "true")
+    api = plan.api(s.target, s.settings, s.runtime, host, port, verbose=verbose)
     busy = ports.port_problem(host, port)
     messages = [*s.messages, *notes, *raise_if_errors([busy] if busy else [])]
     messages += plan.exposure(api)

@@ -10,6 +10,7 @@ from ..hardware import arches
 from ..io.problems import EXIT_INVALID, Problem, ProblemReport
 from ..recipe import recipes
 from ..validate import where
+from .common import split_set
 
 HELP = "validate recipes, LLaMA-Factory YAMLs or DeepSpeed JSONs (all problems at once; exit 2 if any)"
 
@@ -17,12 +18,16 @@ HELP = "validate recipes, LLaMA-Factory YAMLs or DeepSpeed JSONs (all problems a
 def add_arguments(parser) -> None:
     parser.add_argument("files", nargs="*", help="recipe .yaml, LLaMA-Factory train .yaml, or DeepSpeed .json")
     parser.add_argument("--all", action="store_true", help="every shipped recipe in recipes/")
+    parser.add_argument("--recipe", default=None,
+                        help="one recipe by name (yours in my/recipes/ too) or path, with --set's overrides applied")
+    parser.add_argument("--set", dest="set_string", default="",
+                        help='overrides for --recipe, as `make validate RECIPE=x SET="a=1 b=2"` passes them')
     parser.add_argument("--arch", default=None,
                         help="judge plain LLaMA-Factory YAMLs for this arch (bf16 support); without it such checks are notes")
 
 
-def _validate_recipe(path: str, arch_name: str | None = None) -> list[Problem]:
-    prep = pipeline.prepare(path, run_name=None, validate=False, arch=arch_name)
+def _validate_recipe(path: str, arch_name: str | None = None, overrides: list[str] | None = None) -> list[Problem]:
+    prep = pipeline.prepare(path, overrides or (), run_name=None, validate=False, arch=arch_name)
     return pipeline.validate_rendered(prep.recipe, prep.rendered, prep.run_path)
 
 
@@ -67,7 +72,11 @@ def validate_file(path_text: str, arch_name: str | None = None) -> list[Problem]
 
 
 def run(args) -> int:
-    targets = [str(recipes.find(n)) for n in recipes.available()] if args.all else list(args.files)
+    if args.set_string and not args.recipe:
+        raise ProblemReport([Problem("", "SET", "overrides need the recipe they apply to", "make validate RECIPE=x SET=\"k=v\"")])
+    if args.recipe:
+        return _one_recipe(args)
+    targets = [str(recipes.find(n)) for n in recipes.shipped()] if args.all else list(args.files)
     if not targets:
         raise ProblemReport([Problem("", "FILES", "nothing to validate", "give files, or --all for every shipped recipe")])
     if args.arch:
@@ -90,3 +99,18 @@ def run(args) -> int:
         print(f"{verdict}  {label}" + (f"  ({len(errors)} problem{'s' * (len(errors) > 1)})" if errors else ""))
         failed += bool(errors)
     return EXIT_INVALID if failed else 0
+
+
+def _one_recipe(args) -> int:
+    """RECIPE= with SET=: the recipe as `make train` would render it, judged by the same checks."""
+    overrides = split_set(args.set_string)
+    try:
+        problems = _validate_recipe(str(recipes.find(args.recipe)), args.arch, overrides)
+    except ProblemReport as report:
+        problems = report.problems
+    for p in problems:
+        print(p.line())
+    errors = [p for p in problems if p.severity == "error"]
+    shown = f"{args.recipe}" + (f" with {' '.join(overrides)}" if overrides else "")
+    print(f"{'FAIL' if errors else 'ok  '}  {shown}" + (f"  ({len(errors)} problem{'s' * (len(errors) > 1)})" if errors else ""))
+    return EXIT_INVALID if errors else 0

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ..io.problems import Problem
-from . import registry
+from . import filekind, registry
 from .files import rel, same_file
 from .options import Options
 
@@ -39,6 +39,22 @@ def _first_byte(path: Path) -> bytes:
                 return stripped[:1]
 
 
+def _reader_options(opts: Options, kind: str) -> list[Problem]:
+    """CONVERT= and FORMAT= against what the file is."""
+    src, problems = opts.source, []
+    if kind == filekind.TEXT:
+        if opts.convert:
+            problems.append(Problem(str(src), "CONVERT", "a .txt file is plain text, one document per line, not a JSON array",
+                                    "drop CONVERT=1"))
+        if opts.fmt not in ("auto", "text"):
+            problems.append(Problem(str(src), "FORMAT", f"a .txt file is plain text (FORMAT=text), not {opts.fmt}",
+                                    "drop FORMAT=, or give the JSONL file"))
+    elif opts.convert and kind != filekind.ARRAY:
+        problems.append(Problem(str(src), "CONVERT", f"the file is {filekind.SHOWN[kind]}, not a JSON array (it does not "
+                                "start with `[`)", "drop CONVERT=1: every format is read as what it is"))
+    return problems
+
+
 def preflight(opts: Options) -> list[Problem]:
     """Everything that can be refused before the first row is read, all reported together."""
     problems: list[Problem] = []
@@ -55,22 +71,14 @@ def preflight(opts: Options) -> list[Problem]:
         problems.append(Problem(str(src), "IN", "is empty: there are no rows to register"))
     else:
         first = _first_byte(src)
-        if first == b"":
+        kind, refused = filekind.kind_of(src, first)
+        if refused is not None:
+            problems.append(refused)
+        elif first == b"" and kind not in filekind.TABLES:
             problems.append(Problem(str(src), "IN", "holds only blank lines: there are no rows to register"))
-        elif opts.text_file:
-            if opts.convert:
-                problems.append(Problem(str(src), "CONVERT", "a .txt file is plain text, one document per line, not a JSON array",
-                                        "drop CONVERT=1"))
-            if opts.fmt not in ("auto", "text"):
-                problems.append(Problem(str(src), "FORMAT", f"a .txt file is plain text (FORMAT=text), not {opts.fmt}",
-                                        "drop FORMAT=, or give the JSONL file"))
-        elif first == b"[" and not opts.convert:
-            problems.append(Problem(str(src), "IN", "is a JSON array, not JSONL (one JSON object per line)",
-                                    "add CONVERT=1 (rocmft data --convert) to read the array and write it as JSONL "
-                                    "to data/<NAME>.jsonl; the original stays as it is"))
-        elif first != b"[" and opts.convert:
-            problems.append(Problem(str(src), "CONVERT", "the file does not start with `[`: it is not a JSON array",
-                                    "drop CONVERT=1 for a JSONL file"))
+        else:
+            opts.kind = kind
+            problems += _reader_options(opts, kind)
     if opts.check_only or problems:
         return problems
     data_dir = opts.data_dir

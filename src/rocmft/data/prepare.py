@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 
 from ..io.problems import Problem, ProblemReport
-from . import formats, kto, registry
+from . import filekind, formats, heldout, kto, registry, workspace
 from .files import inside, rel, same_file
 from .options import DEFAULT_MAX_LINE_MB, Options
 from .preflight import NAME_RE, check_name, preflight
 from .reader import CHUNK
-from .rowformat import SAMPLE_BYTES, SAMPLE_ROWS, Rows, detect_format
+from .rowformat import SAMPLE_BYTES, SAMPLE_ROWS, Rows, detect_format, objects
 from .scan import NUL, Pass
 from .stats import Histogram
 from .summary import Summary, report
@@ -58,8 +58,8 @@ def run(opts: Options) -> Summary:
     problems = preflight(opts)
     if problems:
         raise ProblemReport(problems)
-    summary = Summary(source=opts.source, name=opts.name, unit="element" if opts.convert else "line",
-                      cutoff_len=opts.cutoff_len, recipe=opts.recipe)
+    summary = Summary(source=opts.source, name=opts.name, unit=opts.unit, cutoff_len=opts.cutoff_len,
+                      recipe=opts.recipe)
     counter = None
     if opts.tokenizer:
         from .tokens import TokenCounter
@@ -68,12 +68,12 @@ def run(opts: Options) -> Summary:
         summary.tokens = Histogram()
         summary.token_how = counter.how
     explicit = opts.fmt != "auto"
-    summary.fmt = "text" if opts.text_file else opts.fmt if explicit else detect_format(opts)
+    summary.fmt = "text" if opts.kind == filekind.TEXT else opts.fmt if explicit else detect_format(opts)
 
     data_dir = opts.data_dir
     writer = rejects = None
     if not opts.check_only:
-        in_place_ok = not opts.convert and inside(opts.source, data_dir) and opts.source.suffix in (".jsonl", ".json")
+        in_place_ok = opts.kind == filekind.JSONL and inside(opts.source, data_dir) and opts.source.suffix in (".jsonl", ".json")
         data_dir.mkdir(parents=True, exist_ok=True)
         writer = Writer(data_dir / f"{opts.name}.jsonl", lazy_prefix_of=opts.source if in_place_ok else None,
                         mode_of=opts.source)
@@ -84,12 +84,13 @@ def run(opts: Options) -> Summary:
     bar = _progress(opts, opts.source.stat().st_size)
     try:
         with open(opts.source, "rb", buffering=CHUNK) as fh:
-            if opts.convert:
-                state.array(fh, bar)
-            elif opts.text_file:
+            if opts.kind == filekind.TEXT:
                 state.text_lines(fh, bar)
-            else:
+            elif opts.kind == filekind.JSONL:
                 state.jsonl(fh, bar)
+            else:
+                total = opts.source.stat().st_size  # an array is read from `fh`; a table by pyarrow (no position)
+                state.objects(objects(opts, fh), bar, (lambda: min(fh.tell(), total)) if opts.kind == filekind.ARRAY else None)
     except BaseException:
         if writer is not None:
             writer.discard()
@@ -101,6 +102,9 @@ def run(opts: Options) -> Summary:
             bar[0].stop()
     summary.seconds = time.perf_counter() - started
     summary.labels = rows.columns.labels
+    summary.dropped_duplicates = summary.duplicates if opts.dedup else 0
+    if opts.split is not None and summary.kept:
+        summary.held_out = heldout.count(state.groups, opts.split)
     if summary.fmt and formats.kind(summary.fmt) == "kto" and summary.kept:
         summary.set_problem = kto.one_label_only(summary.labels)
     if opts.check_only:
@@ -133,7 +137,7 @@ def _finish(opts: Options, summary: Summary, writer: Writer, rejects: Writer, di
         same = same_file(src, out_path)
         if same or (not dirty and writer.fh is None):
             if dirty:
-                fixes = summary.n_rejected + summary.blank_lines + summary.normalized
+                fixes = summary.n_rejected + summary.blank_lines + summary.normalized + summary.dropped_duplicates
                 raise ProblemReport([Problem(str(src), "IN", f"is {rel(out_path)} itself and has {fixes:,} lines to drop or fix; "
                                              "it is never modified",
                                              f"register the cleaned copy under another NAME= (the rejects are in {rel(rejects.target)})")])
@@ -147,6 +151,8 @@ def _finish(opts: Options, summary: Summary, writer: Writer, rejects: Writer, di
             file_name = out_path.name
         summary.entry = formats.entry(summary.fmt, file_name, summary.seen_columns)
         registry.register(data_dir, opts.name, summary.entry, opts.force)
+        if opts.workspace:
+            workspace.refresh(data_dir)
         summary.registry_path = registry.path(data_dir)
     finally:
         writer.discard()

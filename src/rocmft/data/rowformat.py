@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
+from typing import Any
 
 from ..io.problems import ProblemReport
-from . import formats
+from . import filekind, formats, tables
 from .formats import BadRow
 from .options import Options
 from .reader import array_rows, bounded_lines
@@ -16,21 +18,33 @@ SAMPLE_ROWS = 1000  # rows read ahead to find the file's format when FORMAT=auto
 SAMPLE_BYTES = 8 << 20
 
 
+def objects(opts: Options, fh=None) -> Iterator[Any]:
+    """The rows of a JSON array or a table, parsed by their reader (the file is opened here without `fh`)."""
+    if opts.kind in filekind.TABLES:
+        yield from tables.rows(opts.source, opts.kind)
+        return
+    if fh is None:
+        with open(opts.source, "rb") as own:
+            yield from objects(opts, own)
+        return
+    for obj, _, _ in array_rows(fh, opts.max_line_bytes):
+        yield obj
+
+
 def detect_format(opts: Options) -> str | None:
     """The majority format of the first rows (FORMAT=auto), or None when none of them is readable."""
     votes: Counter = Counter()
     read = 0
-    if opts.convert:
-        with open(opts.source, "rb") as fh:
-            try:
-                for obj, _, _ in array_rows(fh, opts.max_line_bytes):
-                    if isinstance(obj, dict) and (fmt := formats.detect(obj)):
-                        votes[fmt] += 1
-                    read += 1
-                    if read >= SAMPLE_ROWS:
-                        break
-            except ProblemReport:
-                pass  # the main pass reports it
+    if opts.kind in (filekind.ARRAY, *filekind.TABLES):
+        try:
+            for obj in objects(opts):
+                if isinstance(obj, dict) and (fmt := formats.detect(obj)):
+                    votes[fmt] += 1
+                read += 1
+                if read >= SAMPLE_ROWS:
+                    break
+        except ProblemReport:
+            pass  # the main pass reports it
     else:
         with open(opts.source, "rb") as fh:
             for line, size in bounded_lines(fh, min(opts.max_line_bytes, SAMPLE_BYTES)):

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
+from array import array
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
 from . import formats
 from .formats import BadRow
 from .options import Options
-from .reader import CHUNK, array_rows, bounded_lines
+from .reader import CHUNK, bounded_lines
 from .rowformat import Rows
 from .stats import EXACT_BELOW
 from .summary import Summary
@@ -30,6 +33,24 @@ class Pass:
         self.dirty = False  # the kept rows differ from the input bytes: a reject, a blank line, a fixed line ending
         self.write = writer.fh.write if writer is not None and writer.fh is not None else None
         self.reject_write = None
+        self.seen: dict[bytes, int] = {}  # a kept row's text (its 128-bit BLAKE2 digest) -> its distinct-row id
+        self.groups = array("q")  # per row written, in order: its distinct-row id (what the held-out count splits)
+
+    def repeat(self, data: bytes, lineno: int) -> bool:
+        """Count a row that repeats an earlier kept row byte for byte (after line endings are made "\n"); True
+        when it is to be dropped (DEDUP=1). Otherwise the row's distinct-row id is recorded in `groups`."""
+        key = hashlib.blake2b(data, digest_size=16).digest()
+        group = self.seen.get(key)
+        if group is None:
+            self.seen[key] = group = len(self.seen)
+        else:
+            self.summary.duplicates += 1
+            if not self.summary.first_duplicate:
+                self.summary.first_duplicate = lineno
+            if self.opts.dedup:
+                return True
+        self.groups.append(group)
+        return False
 
     def go_dirty(self, offset: int) -> None:
         self.dirty = True
@@ -61,9 +82,9 @@ class Pass:
         else:
             record["bytes"] = size
         try:
-            self.reject_write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+            self.reject_write(json.dumps(record, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
         except UnicodeEncodeError:  # a lone surrogate: keep it escaped
-            self.reject_write(json.dumps(record).encode("ascii") + b"\n")
+            self.reject_write(json.dumps(record, default=str).encode("ascii") + b"\n")
 
     def tokens(self, obj: dict) -> None:
         if self.rows.fmt == "text":
@@ -100,6 +121,7 @@ class Pass:
         chars_counts = s.chars.counts
         chars_add = s.chars.add
         counter = self.counter
+        repeat = self.repeat
         kept = blank = n = lineno = offset = 0
         nul, esc, lf = NUL, b"\\u", 10
         for line in iter(partial(readline, limit + 1), b""):
@@ -166,6 +188,9 @@ class Pass:
                 self.go_dirty(here)
                 self.reject(lineno, here, bad.reason, bad.detail, line)
                 continue
+            if repeat(line, lineno):
+                self.go_dirty(here)
+                continue
             if self.write is not None:
                 self.write(line)
             kept += 1
@@ -178,16 +203,16 @@ class Pass:
                 self.tokens(obj)
         s.rows, s.kept, s.blank_lines = n, kept, blank
 
-    def array(self, fh, bar) -> None:
-        """The rows of one JSON array (CONVERT=1): each kept row is written as one JSONL line."""
+    def objects(self, items: Iterable[Any], bar, done=None) -> None:
+        """The rows of a JSON array or a table (Parquet, CSV), parsed by their reader: each kept row is written
+        as one JSONL line. `done()`: how far into the file the reader is, for the progress bar."""
         s = self.summary
-        total = self.opts.source.stat().st_size
         self.go_dirty(0)
         kept = index = 0
-        for obj, here, _ in array_rows(fh, self.opts.max_line_bytes):
+        for obj in items:
             index += 1
-            if not index & 0xFFF and bar is not None:
-                bar[0].update(bar[1], completed=min(fh.tell(), total))
+            if not index & 0xFFF and bar is not None and done is not None:
+                bar[0].update(bar[1], completed=done())
             try:
                 if type(obj) is not dict:
                     raise BadRow("not_an_object", f"the element is a JSON {formats.type_name(obj)}, not an object")
@@ -198,10 +223,15 @@ class Pass:
                     raise BadRow("invalid_utf8", "a string holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode")
                 n_turns, n_chars = self.rows(obj, index)
             except BadRow as bad:
-                self.reject(index, here, bad.reason, bad.detail, None, obj=obj)
+                self.reject(index, None, bad.reason, bad.detail, None, obj=obj)
+                continue
+            # A table's extra column JSON has no type for (a timestamp, bytes) is written as its text: the
+            # checked fields are strings by now, and LLaMA-Factory's converter drops the other columns.
+            data = json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8") + b"\n"
+            if self.repeat(data, index):
                 continue
             if self.write is not None:
-                self.write(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
+                self.write(data)
             kept += 1
             s.normalized += 1
             s.turns.add(n_turns)
@@ -244,8 +274,11 @@ class Pass:
             except BadRow as bad:
                 self.reject(lineno, here, bad.reason, bad.detail, line)
                 continue
+            data = json.dumps({"text": doc}, ensure_ascii=False).encode("utf-8") + b"\n"
+            if self.repeat(data, lineno):
+                continue
             if self.write is not None:
-                self.write(json.dumps({"text": doc}, ensure_ascii=False).encode("utf-8") + b"\n")
+                self.write(data)
             kept += 1
             s.turns.add(1)
             s.chars.add(len(doc))

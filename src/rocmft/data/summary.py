@@ -35,6 +35,10 @@ class Summary:
     labels: Counter = field(default_factory=Counter)  # KTO rows kept, by label
     set_problem: str | None = None  # what makes the kept rows as a whole unusable (a KTO set of one label)
     normalized: int = 0  # lines written differently from how they came (CRLF, BOM, array element)
+    duplicates: int = 0  # good rows that repeat an earlier good row exactly
+    first_duplicate: int = 0  # the line (or element, row) of the first of them
+    dropped_duplicates: int = 0  # of them, dropped (DEDUP=1)
+    held_out: Any = None  # heldout.HeldOut: the recipe's held-out rows that are copies of training rows
     output: Path | None = None
     in_place: bool = False
     rejects_path: Path | None = None
@@ -80,6 +84,7 @@ def report(summary: Summary) -> list[str]:
             pct = 100.0 * s.over_cutoff / s.kept
             out.append(f"  {s.over_cutoff:,} rows ({pct:.1f}%) exceed cutoff_len {s.cutoff_len:,}"
                        + (f" of recipe {s.recipe}" if s.recipe else "") + (_over(text) if s.over_cutoff else ""))
+    out += _duplicates(s)
     rate = s.rows / s.seconds if s.seconds > 0 else 0
     out.append(f"  {s.seconds:.1f} s, {rate:,.0f} rows/s")
     if s.rejects_path:
@@ -93,6 +98,24 @@ def report(summary: Summary) -> list[str]:
         out.append(f"registered `{s.name}` in {rel(s.registry_path)} ({how}"
                    + (", ranking" if s.entry.get("ranking") else "") + f"): train on it with SET=\"dataset={s.name}\""
                    + ("" if stage == "sft" else f" on a `stage: {stage}` recipe"))
+    return out
+
+
+def _duplicates(s: Summary) -> list[str]:
+    good = s.kept + s.dropped_duplicates
+    if not good:
+        return []
+    if not s.duplicates:
+        line = "  duplicates:         none (no row repeats another exactly)"
+    else:
+        one = s.duplicates == 1
+        share = (f"{s.duplicates:,} row{'' if one else 's'} ({100.0 * s.duplicates / good:.1f}%) repeat{'s' if one else ''} "
+                 f"an earlier row exactly (first at {s.unit} {s.first_duplicate:,})")
+        line = (f"  duplicates:         {share}: " +
+                (f"{s.dropped_duplicates:,} dropped (DEDUP=1)" if s.dropped_duplicates else "kept; DEDUP=1 drops them"))
+    out = [line]
+    if s.held_out is not None:
+        out.append(f"  held out:           {s.held_out.line()}")
     return out
 
 

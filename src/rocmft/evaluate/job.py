@@ -8,37 +8,59 @@ file (serve/private_file.py), never in argv, where every local user's `ps` would
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
 import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 
 from ..serve.private_file import read
 
 
-def _capped_loader(get_dataset, rows: int):
-    """LLaMA-Factory's get_dataset with the eval rows cut to the first `rows`. It has no max-predict-rows
-    setting, and its `max_samples` cuts the raw rows before the split, which would hold out other rows."""
+def copies(train, held) -> int | None:
+    """How many held-out rows are token for token a training row: what the run held out is then partly what it
+    trained on (a dataset of repeated rows, or `num_samples` repeating a small one, as the demo's identity set).
+    Counted on the rows LLaMA-Factory split and tokenised, so no guess of its split can be wrong. The training
+    rows are read in batches and kept as 16-byte digests: a large set never sits in memory as token lists."""
+    if train is None or held is None or "input_ids" not in getattr(held, "column_names", ()):
+        return None
+
+    def digests(rows):
+        for batch in rows.iter(batch_size=1024):
+            for ids in batch["input_ids"]:
+                yield hashlib.blake2b(array("q", ids).tobytes(), digest_size=16).digest()
+
+    trained = set(digests(train))
+    return sum(d in trained for d in digests(held))
+
+
+def _loader(get_dataset, rows: int | None, found: dict[str, Any] | None):
+    """LLaMA-Factory's get_dataset, noting the held-out rows that are copies of training rows (into `found`, when
+    given), with the eval rows cut to the first `rows`. It has no max-predict-rows setting, and its `max_samples`
+    cuts the raw rows before the split, which would hold out other rows."""
 
     def get(*args, **kwargs):
         module = get_dataset(*args, **kwargs)
         evals = module.get("eval_dataset")
-        if evals is not None and hasattr(evals, "select") and len(evals) > rows:
+        if found is not None and hasattr(evals, "column_names"):
+            found.update(held_out_rows=len(evals), held_out_copies=copies(module.get("train_dataset"), evals))
+        if rows is not None and evals is not None and hasattr(evals, "select") and len(evals) > rows:
             module["eval_dataset"] = evals.select(range(rows))
         return module
 
     return get
 
 
-def run_pass(args: dict[str, Any], rows: int | None, out: Path) -> dict[str, Any]:
+def run_pass(args: dict[str, Any], rows: int | None, out: Path, count_copies: bool = False) -> dict[str, Any]:
     from llamafactory.train import tuner
     from llamafactory.train.sft import workflow
 
     original = workflow.get_dataset
-    if rows is not None:
-        workflow.get_dataset = _capped_loader(original, rows)
+    found: dict[str, Any] = {}
+    workflow.get_dataset = _loader(original, rows, found if count_copies else None)
     try:
         tuner.run_exp({**args, "output_dir": str(out)})
     finally:
@@ -48,7 +70,7 @@ def run_pass(args: dict[str, Any], rows: int | None, out: Path) -> dict[str, Any
     file = out / "generated_predictions.jsonl"
     if file.is_file():
         predictions = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-    return {"metrics": results, "predictions": predictions}
+    return {"metrics": results, "predictions": predictions, **found}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, args in spec["passes"].items():
                 print(f"[rocmft] eval pass {name}", file=sys.stderr, flush=True)
                 rows = spec["rows"] if name.endswith(".predict") else None
-                result = run_pass(args, rows, Path(tmp) / name)
+                result = run_pass(args, rows, Path(tmp) / name, count_copies=name == "base.loss")
                 result["rows"] = len(result["predictions"]) or None  # predict passes: the rows generated for
                 result["predictions"] = result["predictions"][: spec["examples"]]
                 results[name] = result

@@ -34,9 +34,25 @@ def build(plan: EvalPlan, results: Mapping[str, Any]) -> dict[str, Any]:
     for b, t in zip(results["base.predict"]["predictions"], results["tuned.predict"]["predictions"]):
         examples.append({"prompt": t.get("prompt", ""), "reference": t.get("label", ""),
                          "base": b.get("predict", ""), "tuned": t.get("predict", "")})
+    loss = results["base.loss"]
+    held_out = {"rows": loss["held_out_rows"], "copies": loss["held_out_copies"]} \
+        if plan.data == "held-out" and loss.get("held_out_copies") is not None else None
     return {"run": plan.target.run_path, "data": plan.data, "rows": plan.rows,
             "base_model": plan.passes["base.loss"]["model_name_or_path"], "tuned_model": plan.target.what,
-            "template": plan.target.template, "base": base, "tuned": tuned, "examples": examples}
+            "template": plan.target.template, "base": base, "tuned": tuned, "examples": examples,
+            "held_out": held_out}
+
+
+def copies_line(report: Mapping[str, Any]) -> str:
+    """How many held-out rows the run also trained on, word for word (None in reports written before it)."""
+    held = report.get("held_out")
+    if not held:
+        return ""
+    if not held["copies"]:
+        return f"held out: {held['rows']} rows, none of them a copy of a training row"
+    return (f"held out: {held['rows']} rows, {held['copies']} of them token for token rows the run trained on: "
+            "their scores show what it memorised, not what it learned (DATA=<a set it never saw>, or `make data "
+            "DEDUP=1`)")
 
 
 def _cell(value: Any) -> str:
@@ -50,7 +66,7 @@ def _cell(value: Any) -> str:
 def markdown(report: Mapping[str, Any]) -> str:
     lines = [f"# eval: {report['run']}", "",
              (f"Base `{report['base_model']}` vs tuned ({report['tuned_model']}), on {report['data']} rows "
-              f"(generation: greedy, up to {report['rows']} rows)."), "",
+              f"(generation: greedy, up to {report['rows']} rows)."), *([copies_line(report) + "."] if copies_line(report) else []), "",
              "| metric | base | tuned |", "|---|---|---|"]
     for key in ("eval_loss", "perplexity", *GENERATION_METRICS, "generated_rows"):
         lines.append(f"| {key} | {_cell(report['base'].get(key))} | {_cell(report['tuned'].get(key))} |")
@@ -73,6 +89,8 @@ def terminal(report: Mapping[str, Any]) -> list[str]:
         rows.append((key, _cell(report["base"].get(key)), _cell(report["tuned"].get(key))))
     width = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(c.ljust(width[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+    if copies_line(report):
+        lines.append(copies_line(report))
     for ex in report["examples"][:1]:
         lines += [f"prompt:    {_one_line(ex['prompt'], 120)}", f"reference: {_one_line(ex['reference'], 120)}",
                   f"base:      {_one_line(ex['base'], 120)}", f"tuned:     {_one_line(ex['tuned'], 120)}"]

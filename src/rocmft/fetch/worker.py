@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 
-from ..evaluate import harness_names
+from ..evaluate import harness_data, harness_names
 from ..evaluate.harness_plan import TASK_FILE_SUFFIXES
 from ..io.safe_text import one_line
 
@@ -71,10 +71,12 @@ def unknown_tasks(names: list[str], known: list[str]) -> list[str]:
 
 
 def fetch_task(manager, name: str) -> tuple[int, str]:
-    """Build the task (group: every task in it) as the eval does; building downloads its datasets."""
+    """Build the task (group: every task in it) as the eval does; building downloads its datasets. A group YAML
+    is built by its group's name, as the eval hands it over (evaluate/harness_data.py)."""
     what = f"task `{name}`"
+    group = harness_data.group_name(name) if name.endswith(TASK_FILE_SUFFIXES) and os.path.isfile(name) else None
     try:
-        built = manager.load([name])
+        built = manager.load([group or name])
     except (ConnectionError, OSError) as exc:  # datasets' offline or unreachable Hub: it names the dataset
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return 2, (f"error: {what}: its dataset is not in the Hugging Face cache ({_datasets_cache()}) and cannot be "

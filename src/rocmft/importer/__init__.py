@@ -34,6 +34,7 @@ class Request:
     arch: str | None = None
     gpus_per_node: str | None = None
     cmd: str | None = None
+    keep_ds: bool = False  # KEEP_DS=1: the DeepSpeed JSON byte for byte as the recipe's own, never a preset
 
 
 def _drop_refused(args: dict[str, Any], problems: list[Problem], file: str, report: Report) -> dict[str, Any]:
@@ -92,6 +93,7 @@ def run(req: Request) -> Report:
     report.problems = launch.problems + [p for p in judged if p.severity != "note"]  # notes say how it was judged
     prec_name = translate.choose_precision(src.args, arch, report)
     args = _drop_refused(translate.drop_owned(src.args, arch, report), report.problems, file_label, report)
+    args = translate.warmup(args, report)
     layered = base.choose(args)
     base.describe(layered, report)
 
@@ -99,7 +101,8 @@ def run(req: Request) -> Report:
     if ds_cfg is not None:
         prec, _ = precision.resolve(prec_name, arch)
         judged_here = place.kind != "none"  # else nothing says which of its keys DeepSpeed refuses
-        match = deepspeed.match(ds_cfg, prec, deepspeed.refused_keys(report.problems, ds_label) if judged_here else None)
+        match = deepspeed.verbatim(ds_cfg, prec_name) if req.keep_ds else \
+            deepspeed.match(ds_cfg, prec, deepspeed.refused_keys(report.problems, ds_label) if judged_here else None)
         preset = match.preset or f"{req.to}{DS_SUFFIX}"
         shape = "ZeRO stage {}, optimizer offload {}, weights offload {}".format(*ds_presets.shape(ds_cfg))
         report.add("translated", f"deepspeed: {ds_path.name} -> deepspeed: {preset} ({shape})")
@@ -119,7 +122,7 @@ def run(req: Request) -> Report:
     try:
         if match is not None and match.kept is not None:
             ds_target = recipes.new_path(req.to, DS_SUFFIX)
-            write.create(ds_target, write.ds_text(match.kept))
+            write.create(ds_target, ds_path.read_bytes().decode("utf-8") if req.keep_ds else write.ds_text(match.kept))
             created.append(ds_target)
         write.create(target, text)
         created.append(target)
@@ -136,7 +139,7 @@ def run(req: Request) -> Report:
         raise
     for p in missing:
         report.add("advice", f"before training: {p.line().removeprefix('error: ')}")
-    report.written = [str(p.relative_to(paths.root())) for p in reversed(created)]
+    report.written = [paths.shown(p) for p in reversed(created)]
     report.summary = (f"base {layered.base}, {arch.name}, {gpus_per_node} GPU(s) x {nodes} node(s), "
                       f"deepspeed {preset}, precision {prec_name}")
     report.command = train

@@ -112,6 +112,13 @@ def match(user: dict[str, Any], prec: Precision, refused: dict[str, str] | None)
     return Match("", kept, [f"kept as the recipe's own file: {why}", *differences(user, kept, refused, "the kept file")])
 
 
+def verbatim(user: dict[str, Any], precision: str) -> Match:
+    """KEEP_DS=1: the JSON kept as written (the caller copies its bytes), judged by DeepSpeed's config model when
+    the recipe is validated like any other; its bf16/fp16 blocks are the user's to keep in step with `precision:`."""
+    return Match("", user, [f"kept byte for byte (KEEP_DS=1): no preset, nothing left out; DeepSpeed's config model "
+                            f"judges it as written, and its bf16/fp16 must agree with precision: {precision}"])
+
+
 def keep(user: dict[str, Any], refused: dict[str, str] | None) -> dict[str, Any]:
     """The user's JSON as the recipe's own: keys DeepSpeed refuses or does not read removed, precision left to the
     YAML ("auto")."""

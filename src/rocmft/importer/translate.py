@@ -110,6 +110,25 @@ def drop_owned(args: dict[str, Any], arch: Arch, report: Report) -> dict[str, An
     return out
 
 
+def warmup(args: dict[str, Any], report: Report) -> dict[str, Any]:
+    """`warmup_ratio` as transformers 5 reads it: TrainingArguments.__post_init__ warns that it is deprecated and
+    copies it into `warmup_steps`, which takes a float below 1 as a ratio of all steps (get_warmup_steps). The
+    recipe says the same in the argument transformers keeps, so its validation has nothing to warn about."""
+    if "warmup_ratio" not in args:
+        return args
+    out = dict(args)
+    ratio = out.pop("warmup_ratio")
+    if ratio is None:
+        return out
+    replaced = f" (replacing warmup_steps: {out['warmup_steps']}, as transformers does)" if "warmup_steps" in out else ""
+    out["warmup_steps"] = ratio
+    how = "a ratio of all steps" if isinstance(ratio, (int, float)) and 0 <= ratio < 1 else \
+        "whole steps: transformers reads 1 or more as a step count, as it would have read the ratio"
+    report.add("translated", f"warmup_ratio: {ratio} -> warmup_steps: {ratio} ({how}; transformers 5 deprecates "
+                             f"warmup_ratio and reads warmup_steps){replaced}")
+    return out
+
+
 def _devices(env: dict[str, str], report: Report) -> str:
     present = {name: env[name] for name in DEVICE_VARS if env.get(name, "").strip()}
     if len(present) > 1 and len(set(present.values())) > 1:

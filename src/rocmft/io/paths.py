@@ -1,8 +1,13 @@
-"""Where the project's folders are: recipes, templates, ds_configs, data, runs.
+"""Where the project's folders are: recipes, templates, ds_configs, data, runs, and the user's workspace.
 
 The project root is found from ROCMFT_ROOT, else by walking up from the current directory to the folder
 that holds `recipes/` and `ds_configs/`. Inside a container the root is the mounted checkout, so the
 same relative paths work on the host, in Docker and on every Slurm node.
+
+What the user makes (`make data`, `make copy`, `make import`) goes to their workspace, never into the tracked
+tree: `my/` in the checkout (ignored by git, so `git pull` never conflicts with it and an image built
+from the checkout is not "-dirty"), or ROCMFT_WORKSPACE. Its `data/` (ROCMFT_DATA_DIR moves it alone) holds the
+user's datasets and their dataset_info.json, its `recipes/` their recipes, found by name like shipped ones.
 """
 
 from __future__ import annotations
@@ -52,6 +57,34 @@ def arches_file() -> Path:
 
 def data_dir() -> Path:
     return root() / "data"
+
+
+WORKSPACE = "my"
+
+
+def workspace() -> Path:
+    return Path(os.environ.get("ROCMFT_WORKSPACE") or root() / WORKSPACE)
+
+
+def user_data_dir() -> Path:
+    """Where `make data` writes and registers: the user's datasets beside a copy of the shipped entries."""
+    return Path(os.environ.get("ROCMFT_DATA_DIR") or workspace() / "data")
+
+
+def user_recipes_dir() -> Path:
+    """Where `make copy` and `make import` write the user's recipes."""
+    return workspace() / "recipes"
+
+
+def shown(path: Path) -> str:
+    """A path as the user reads it: from the project root when inside it, else absolute (a link at the path is
+    not followed: it is the name that is meant)."""
+    full = Path(path).absolute()
+    full = full.parent.resolve() / full.name
+    try:
+        return str(full.relative_to(root().resolve()))
+    except ValueError:
+        return str(full)
 
 
 def runs_dir() -> Path:

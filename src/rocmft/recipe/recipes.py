@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from ..hardware import arches
-from ..io import paths
+from ..io import datadirs, paths
 from ..io.problems import Problem, ProblemReport, did_you_mean, raise_if_errors
 from ..io.yamlio import parse_yaml
 from . import ds_presets
@@ -104,31 +104,49 @@ class Recipe:
 
 # ---------------------------------------------------------------- finding and reading files
 
-def available() -> list[str]:
+def shipped() -> list[str]:
+    """The recipes the project ships (recipes/*.yaml)."""
     return sorted(p.stem for p in paths.recipes_dir().glob("*.yaml"))
 
 
+def user_recipes() -> list[str]:
+    """The user's own recipes (my/recipes/*.yaml: `make copy`, `make import`)."""
+    return sorted(p.stem for p in paths.user_recipes_dir().glob("*.yaml"))
+
+
+def available() -> list[str]:
+    """Every recipe a name finds: the shipped ones, then the user's (a user's recipe never shadows a shipped one:
+    `make copy` and `make import` refuse a taken name)."""
+    mine = [n for n in user_recipes() if n not in set(shipped())]
+    return [*shipped(), *mine]
+
+
 def find(name_or_path: str) -> Path:
-    """A recipe name (`llama3-8b-z3`) or a path to any recipe file."""
+    """A recipe name (`llama3-8b-z3`, or one of the user's in my/recipes/) or a path to any recipe file."""
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
         return candidate.resolve()
-    named = paths.recipes_dir() / f"{name_or_path}.yaml"
-    if named.is_file():
-        return named
+    for folder in (paths.recipes_dir(), paths.user_recipes_dir()):
+        named = folder / f"{name_or_path}.yaml"
+        if named.is_file():
+            return named
     known = available()
     hint = did_you_mean(name_or_path, known) or f"known recipes: {', '.join(known)}"
     raise ProblemReport([Problem("", "RECIPE", f"unknown recipe `{name_or_path}`", hint)])
 
 
 def new_path(name: str | None, suffix: str = ".yaml") -> Path:
-    """recipes/<name><suffix> for a new file (`make copy`, `make import`): a plain name, so nothing lands
-    outside recipes/, and not there yet - a recipe is never overwritten."""
+    """my/recipes/<name><suffix> for a new file (`make copy`, `make import`): a plain name, so nothing lands
+    outside that folder, taken neither there nor among the shipped recipes - a recipe is never overwritten,
+    and the user's never shadows a shipped one."""
     if not name or not NAME.fullmatch(name):
         raise ProblemReport([Problem("", "TO", f"`{name or ''}` is not a recipe name", "e.g. TO=my-llama3 (letters, digits, . _ -)")])
-    target = paths.recipes_dir() / f"{name}{suffix}"
-    if os.path.lexists(target):  # a dangling link too: what is written there would land where it points
-        raise ProblemReport([Problem("", "TO", f"{target.relative_to(paths.root())} exists: not overwritten", "pick another name")])
+    for folder in (paths.recipes_dir(), paths.user_recipes_dir()):
+        taken = folder / f"{name}{suffix}"
+        if os.path.lexists(taken):  # a dangling link too: what is written there would land where it points
+            raise ProblemReport([Problem("", "TO", f"{paths.shown(taken)} exists: not overwritten", "pick another name")])
+    target = paths.user_recipes_dir() / f"{name}{suffix}"
+    target.parent.mkdir(parents=True, exist_ok=True)
     return target
 
 
@@ -325,7 +343,7 @@ def load(name_or_path: str, overrides: Iterable[str] = ()) -> Recipe:
         env={k: str(v) for k, v in (data.get("env") or {}).items()},
         secrets=tuple(data.get("secrets") or ()),
         plan=dict(data.get("plan") or {}),
-        llamafactory=dict(data["llamafactory"]),
+        llamafactory=datadirs.resolved(data["llamafactory"]),
         deepspeed_file=str(ds_file or ""),
     )
 

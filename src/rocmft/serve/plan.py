@@ -118,12 +118,13 @@ def lf_argv(args: Mapping[str, Any]) -> list[str]:
 
 
 def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt_file: str | None = None,
-         base_too: bool = False) -> ServePlan:
+         base_too: bool = False, verbose: bool = False) -> ServePlan:
     """`prompt_file`: one answer to the prompt in that file (serve/private_file.py: a prompt in argv would be
-    in every local user's `ps`); without it, the interactive chat."""
+    in every local user's `ps`); without it, the interactive chat (serve/repl.py: LLaMA-Factory's loop, its
+    log kept off the terminal unless `verbose`, the end of input a clean exit)."""
     args = infer_args(target, settings)
     if prompt_file is None:
-        argv = (CLI, "chat", *lf_argv(args))
+        argv = ("python", "-m", "rocmft.serve.repl", *(["--verbose"] if verbose else []), "--", *lf_argv(args))
         kind = "chat"
     else:
         # LLaMA-Factory's chat CLI is a REPL; one answer for a script comes from its ChatModel (ask.py).
@@ -131,18 +132,22 @@ def chat(target: Target, settings: Mapping[str, Any], runtime: str, prompt_file:
                 *(["--base-too"] if base_too else []), "--", *lf_argv(args))
         kind = "ask"
     env = {"PYTHONUNBUFFERED": "1"}
-    if kind == "ask" and runtime == "docker":
+    if runtime == "docker":
         # the mounted checkout's rocmft (the working directory's src/), not the copy baked into the image:
         # an image built before this command existed still answers
         env["PYTHONPATH"] = "src"
     return ServePlan(kind, runtime, target.arch, argv, env, infer_args=args, name=target.name)
 
 
-def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, port: int) -> ServePlan:
+def api(target: Target, settings: Mapping[str, Any], runtime: str, host: str, port: int,
+        verbose: bool = False) -> ServePlan:
     """LLaMA-Factory's API app through serve/api.py. The key always goes by name (API_KEY, set by
-    `api_key_env` from ROCMFT_API_KEY or a generated one), never in the plan."""
+    `api_key_env` from ROCMFT_API_KEY or a generated one), never in the plan. Each request's messages stay off
+    the terminal and the log unless `verbose`: LLaMA-Factory prints them whole (api/chat.py) unless its
+    API_VERBOSE is 0."""
     args = infer_args(target, settings)
-    env = {"API_HOST": host, "API_PORT": str(port), "API_MODEL_NAME": target.name, "PYTHONUNBUFFERED": "1"}
+    env = {"API_HOST": host, "API_PORT": str(port), "API_MODEL_NAME": target.name, "PYTHONUNBUFFERED": "1",
+           "API_VERBOSE": "1" if verbose else "0"}
     if runtime == "docker":
         env["PYTHONPATH"] = "src"  # serve/api.py from the mounted checkout, as for `ask`
     return ServePlan("api", runtime, target.arch, ("python", "-m", "rocmft.serve.api", *lf_argv(args)), env,

@@ -42,15 +42,18 @@ def test_only_blank_lines(tmp_path):
     assert "only blank lines" in refused(src, tmp_path / "data")
 
 
-def test_json_array_is_named_and_conversion_offered(tmp_path):
-    src = tmp_path / "in.json"
-    src.write_text(json.dumps([ALPACA, ALPACA], indent=2))
-    text = refused(src, tmp_path / "data")
-    assert "is a JSON array, not JSONL" in text and "CONVERT=1" in text
-    assert not (tmp_path / "data").exists()
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_json_array_is_read_as_llamafactory_reads_it_without_convert(tmp_path, suffix):
+    """LLaMA-Factory's json builder reads an array whatever the extension (pandas' read_json when pyarrow's
+    JSON Lines reader fails): so does `make data`, CONVERT=1 or not."""
+    src = tmp_path / f"in{suffix}"
+    src.write_text(json.dumps([ALPACA, {**ALPACA, "output": "two"}], indent=2))
+    summary = run(src, tmp_path / "data")
+    assert (summary.rows, summary.kept, summary.unit) == (2, 2, "element")
+    assert [json.loads(x) for x in (tmp_path / "data" / "ds.jsonl").read_text().splitlines()][1]["output"] == "two"
 
 
-def test_json_array_converted_with_convert(tmp_path):
+def test_json_array_converted(tmp_path):
     src = tmp_path / "in.json"
     rows = [ALPACA, {"instruction": "", "output": "x"}, 3, {**ALPACA, "output": "ünïcode ✓"}]
     src.write_text(json.dumps(rows, indent=2, ensure_ascii=False))

@@ -149,9 +149,23 @@ def test_generation_rows_are_cut_after_llamafactorys_split_not_before():
     """The job caps the eval rows LLaMA-Factory's get_dataset returns (its max_samples would cut the raw rows
     before the split and so hold out other rows)."""
     datasets = pytest.importorskip("datasets", reason="the CPU training stack (make setup) is not installed")
-    from rocmft.evaluate.job import _capped_loader
+    from rocmft.evaluate.job import _loader
 
     held_out = datasets.Dataset.from_dict({"input_ids": [[i] for i in range(15)]})
-    loader = _capped_loader(lambda *a, **k: {"train_dataset": None, "eval_dataset": held_out}, 8)
+    loader = _loader(lambda *a, **k: {"train_dataset": None, "eval_dataset": held_out}, 8, {})
     assert loader()["eval_dataset"]["input_ids"] == [[i] for i in range(8)]  # the first 8 of the split, in order
-    assert _capped_loader(lambda: {"eval_dataset": held_out}, 50)()["eval_dataset"] is held_out
+    assert _loader(lambda: {"eval_dataset": held_out}, 50, {})()["eval_dataset"] is held_out
+
+
+def test_held_out_rows_that_are_training_rows_are_counted_token_for_token():
+    datasets = pytest.importorskip("datasets", reason="the CPU training stack (make setup) is not installed")
+    from rocmft.evaluate.job import _loader
+
+    train = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3, 4], [5]]})
+    held = datasets.Dataset.from_dict({"input_ids": [[3, 4], [4, 3], [5], [5, 6]]})
+    found: dict = {}
+    _loader(lambda: {"train_dataset": train, "eval_dataset": held}, None, found)()
+    assert found == {"held_out_rows": 4, "held_out_copies": 2}
+    found.clear()
+    _loader(lambda: {"train_dataset": None, "eval_dataset": held}, None, found)()  # DATA=: nothing trained here
+    assert found == {"held_out_rows": 4, "held_out_copies": None}

@@ -1,5 +1,5 @@
 """A project root of the test's own (ROCMFT_ROOT): the checkout's bases, templates, presets, arch table, data
-and models, and an empty recipes/ for the imports to write into, so a test can import under any name - a
+and models, and an empty recipes/ (imports write into its my/recipes/), so a test can import under any name - a
 shipped recipe's included - and the checkout's recipes/ is never touched."""
 
 from __future__ import annotations

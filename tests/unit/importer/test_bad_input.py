@@ -1,5 +1,5 @@
 """Input that cannot become a recipe: one line naming what and where, exit 2, and nothing written - not in
-recipes/, not to the user's files."""
+my/recipes/ (the workspace), not to the user's files."""
 
 from __future__ import annotations
 
@@ -70,25 +70,25 @@ def snapshot(*folders):
 @pytest.mark.parametrize("case", list(CASES))
 def test_refused_in_one_line_exit_2_nothing_written(case, user_files, project, capsys):
     argv, expected = CASES[case]
-    before = snapshot(user_files, project / "recipes")
+    before = snapshot(user_files, project / "recipes", project / "my")
     code = main(["import", *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith("error: ") and expected in err[0], err
-    assert snapshot(user_files, project / "recipes") == before
+    assert snapshot(user_files, project / "recipes", project / "my") == before
 
 
 def test_a_file_whose_recipe_would_not_validate_is_not_written(user_files, project, capsys):
     """Mistakes import cannot decide for the user (a misspelt choice) stop it: every one said, nothing kept."""
     (user_files / "typo.yaml").write_text(TRAIN.replace("lora", "lorra") + "flash_attn: off\n")
-    before = snapshot(project / "recipes")
+    before = snapshot(project / "recipes", project / "my")
     code = main(["import", "typo.yaml", "typo", "--arch", "gfx942"])
     err = capsys.readouterr().err
     assert code == 2
     assert "finetuning_type: `lorra` is not a valid choice (did you mean `lora`?)" in err
     assert "flash_attn: YAML read this value as false" in err
     assert "error: TO: typo.yaml not written: the recipe would not validate" in err
-    assert snapshot(project / "recipes") == before
+    assert snapshot(project / "recipes", project / "my") == before
 
 
 def test_without_the_training_stack_it_imports_and_says_the_checks_did_not_run(user_files, project, monkeypatch, capsys):
@@ -99,5 +99,5 @@ def test_without_the_training_stack_it_imports_and_says_the_checks_did_not_run(u
     monkeypatch.setattr(where, "auto", lambda arch: where.nowhere("this host has no training stack (test)"))
     code = main(["import", "train.yaml", "light", "--arch", "gfx942"])
     out = capsys.readouterr().out
-    assert code == 0 and (project / "recipes" / "light.yaml").is_file()
+    assert code == 0 and (project / "my" / "recipes" / "light.yaml").is_file()
     assert out.count("warning: LLaMA-Factory's and DeepSpeed's checks did not run: this host has no training stack") == 2

@@ -69,10 +69,10 @@ def test_a_kept_json_is_a_recipe_preset_rendered_validated_and_planned(project, 
         "bf16": {"enabled": True}}))
     report = importer.run(importer.Request(str(tmp_path / "train.yaml"), "mine", ds=str(tmp_path / "ds.json"),
                                            arch="gfx942", gpus_per_node="8"))
-    assert report.written == ["recipes/mine.yaml", "recipes/mine.ds.json"]
+    assert report.written == ["my/recipes/mine.yaml", "my/recipes/mine.ds.json"]
     recipe = recipes.load("mine")
-    assert recipe.deepspeed == "mine.ds.json" and recipe.deepspeed_file == str(project / "recipes" / "mine.ds.json")
-    kept = json.loads((project / "recipes" / "mine.ds.json").read_text())
+    assert recipe.deepspeed == "mine.ds.json" and recipe.deepspeed_file == str(project / "my" / "recipes" / "mine.ds.json")
+    kept = json.loads((project / "my" / "recipes" / "mine.ds.json").read_text())
     assert kept["zero_optimization"] == {"stage": 1, "reduce_bucket_size": 300000000}
     # rendered and validated like a shipped preset: DeepSpeed's own model and the HF fill against the YAML
     prep = pipeline.prepare("mine", validate=True)
@@ -89,3 +89,58 @@ def test_a_recipe_naming_a_missing_json_is_refused(project):
         "llamafactory:\n  model_name_or_path: x/y\n  dataset: demo_alpaca\n  template: llama3\n")
     with pytest.raises(recipes.ProblemReport, match="`orphan.ds.json` not found next to the recipe or in recipes/"):
         recipes.load("orphan")
+
+
+ZERO_PLUS_PLUS = {  # what the nearest preset would change: overlap_comm, ZeRO++ and activation partitioning
+    "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+    "zero_optimization": {"stage": 3, "overlap_comm": False, "zero_quantized_weights": True,
+                          "zero_hpz_partition_size": 8, "zero_quantized_gradients": True,
+                          "stage3_gather_16bit_weights_on_model_save": True},
+    "activation_checkpointing": {"partition_activations": True},
+    "bf16": {"enabled": True}}
+TRAIN = ("model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\nstage: sft\ndo_train: true\ndataset: demo_alpaca\n"
+         "template: llama3\nfinetuning_type: lora\nbf16: true\nper_device_train_batch_size: 2\nwarmup_ratio: 0.1\n")
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["nearest-preset", "KEEP_DS=1"])
+def test_keep_ds_keeps_the_json_byte_for_byte_and_deepspeed_still_validates_it(project, tmp_path, keep):
+    (tmp_path / "train.yaml").write_text(TRAIN)
+    source = json.dumps(ZERO_PLUS_PLUS, indent=4) + "\n\n"  # the user's own layout, blank line and all
+    (tmp_path / "ds.json").write_text(source)
+    report = importer.run(importer.Request(str(tmp_path / "train.yaml"), "mine", ds=str(tmp_path / "ds.json"),
+                                           arch="gfx942", gpus_per_node="8", keep_ds=keep))
+    recipe = recipes.load("mine")
+    if not keep:  # what KEEP_DS=1 is for: the preset of its shape drops what the user chose
+        assert recipe.deepspeed == "zero3" and not (project / "my" / "recipes" / "mine.ds.json").exists()
+        assert any(line.startswith("zero_optimization.zero_quantized_weights: true -> (not set)")
+                   for line in report.lines["deepspeed"])
+        return
+    assert report.written == ["my/recipes/mine.yaml", "my/recipes/mine.ds.json"]
+    assert (project / "my" / "recipes" / "mine.ds.json").read_text() == source
+    assert recipe.deepspeed == "mine.ds.json"
+    assert report.lines["deepspeed"][0].startswith("kept byte for byte (KEEP_DS=1)")
+    prep = pipeline.prepare("mine", validate=True)  # DeepSpeed's config model and the HF fill, as for a preset
+    assert json.loads(prep.rendered.ds_config) == ZERO_PLUS_PLUS
+
+
+def test_keep_ds_json_deepspeed_refuses_is_not_kept(project, tmp_path):
+    (tmp_path / "train.yaml").write_text(TRAIN)
+    (tmp_path / "ds.json").write_text(json.dumps({"zero_optimization": {"stage": 2, "stage3_parition_grads": True}}))
+    with pytest.raises(recipes.ProblemReport) as info:
+        importer.run(importer.Request(str(tmp_path / "train.yaml"), "mine", ds=str(tmp_path / "ds.json"),
+                                      arch="gfx942", gpus_per_node="8", keep_ds=True))
+    assert "stage3_parition_grads: unknown DeepSpeed key" in str(info.value)
+    assert not list((project / "my" / "recipes").glob("mine*"))
+
+
+def test_warmup_ratio_becomes_the_warmup_steps_transformers_5_reads(project, tmp_path):
+    """transformers 5.6: TrainingArguments.__post_init__ warns warmup_ratio is deprecated and copies it into
+    warmup_steps, whose float below 1 is a ratio (get_warmup_steps). The recipe writes that, and validates quiet."""
+    (tmp_path / "train.yaml").write_text(TRAIN)
+    report = importer.run(importer.Request(str(tmp_path / "train.yaml"), "mine", arch="gfx942", gpus_per_node="8"))
+    lf = recipes.load("mine").llamafactory
+    assert lf["warmup_steps"] == 0.1 and "warmup_ratio" not in lf
+    assert any(line.startswith("warmup_ratio: 0.1 -> warmup_steps: 0.1") for line in report.lines["translated"])
+    problems = pipeline.validate_rendered(*(lambda p: (p.recipe, p.rendered, p.run_path))(
+        pipeline.prepare("mine", validate=False)))
+    assert not [p for p in problems if "warmup" in p.line()], [p.line() for p in problems]

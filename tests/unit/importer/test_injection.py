@@ -31,7 +31,7 @@ def light(project, tmp_path, monkeypatch):
 
 
 def imported(project, name):
-    path = project / "recipes" / f"{name}.yaml"
+    path = project / "my" / "recipes" / f"{name}.yaml"
     return path.read_text(), yaml.safe_load(path.read_text())
 
 
@@ -42,11 +42,11 @@ def test_a_newline_in_an_imported_value_stays_in_its_comment(key, value, light, 
     code = main(["import", "train.yaml", "inj", "--arch", "cpu"])
     out, err = capsys.readouterr()
     if code != 0:  # refused is safe too, if it says so in one line per problem and writes nothing
-        assert code == 2 and not (project / "recipes" / "inj.yaml").exists(), err
+        assert code == 2 and not (project / "my" / "recipes" / "inj.yaml").exists(), err
         return
     text, data = imported(project, "inj")
     assert "env" not in data, text
-    assert "LD_PRELOAD" not in recipes.load(str(project / "recipes" / "inj.yaml")).env
+    assert "LD_PRELOAD" not in recipes.load(str(project / "my" / "recipes" / "inj.yaml")).env
     assert text.splitlines()[0].startswith("# Imported from train.yaml: ") and "\\nenv:\\n  LD_PRELOAD" in text
     assert "\x1b" not in out
 
@@ -87,7 +87,7 @@ def test_an_imported_push_to_the_hub_is_said_and_needs_the_opt_in_to_train(light
             "with your token; `make train` runs it only with PUSH_TO_HUB=1; hub_private_repo: false makes it public "
             "only with PRIVATE=0") in out, out
     with pytest.raises(ProblemReport) as refused:
-        pipeline.prepare(str(project / "recipes" / "pushes.yaml"), [], validate=False, job=True, env={})
+        pipeline.prepare(str(project / "my" / "recipes" / "pushes.yaml"), [], validate=False, job=True, env={})
     assert {p.key for p in refused.value.problems} == {f"llamafactory.{k}" for k in pushing}
 
 

@@ -111,4 +111,4 @@ def test_the_recipes_name_their_source_and_keep_llamafactorys_defaults(imported)
     assert recipe.chain[0].endswith("_base/sft.yaml") and recipe.chain[1].endswith("_base/lora.yaml")
     # the post set no LoRA rank: LLaMA-Factory's default (8) as before, not the base's 16
     assert "lora_rank" not in recipe.llamafactory and "  lora_rank: null" in text
-    assert recipe.llamafactory["learning_rate"] == 1e-4 and recipe.llamafactory["warmup_ratio"] == 0.1
+    assert recipe.llamafactory["learning_rate"] == 1e-4 and recipe.llamafactory["warmup_steps"] == 0.1 and "warmup_ratio" not in recipe.llamafactory

@@ -46,7 +46,7 @@ def test_plan_bad_inputs_exit_2(capsys):
 def test_plan_all_lists_every_shipped_recipe(capsys):
     assert main(["plan-all"]) == 0
     out = capsys.readouterr().out
-    for name in recipes.available():
+    for name in recipes.shipped():
         assert name in out
     assert "GiB/GPU" in out and "tokens/s/GPU" in out
 
@@ -54,7 +54,7 @@ def test_plan_all_lists_every_shipped_recipe(capsys):
 def test_every_shipped_gpu_recipe_fits():
     """The verdict meant: `fits` (under 90% of the GPU), not `tight` and not `unknown`, which also let a run go.
     (The planner's speed is measured by benchmarks/launcher_overhead.py, not asserted here.)"""
-    gpu = [name for name in recipes.available() if arches.get(recipes.load(name).arch).is_gpu]
+    gpu = [name for name in recipes.shipped() if arches.get(recipes.load(name).arch).is_gpu]
     assert gpu and "tiny-cpu" not in gpu
     verdicts = {name: check(recipes.load(name)).verdict for name in gpu}
     assert verdicts == dict.fromkeys(gpu, "fits"), verdicts

@@ -89,7 +89,7 @@ def test_the_messages_are_llamafactorys_own():
 
 
 def test_the_qlora_recipes_render_nf4_with_double_quantisation():
-    for name in [n for n in recipes.available() if "qlora" in n]:
+    for name in [n for n in recipes.shipped() if "qlora" in n]:
         args = render.render(recipes.load(name), "runs/x").args
         assert (args["quantization_bit"], args["quantization_type"], args["double_quantization"]) == (4, "nf4", True), name
 

@@ -5,7 +5,7 @@ import pytest
 from rocmft.io.problems import ProblemReport
 from rocmft.recipe import recipes
 
-SHIPPED = recipes.available()
+SHIPPED = recipes.shipped()
 
 
 def keys(report: ProblemReport) -> list[str]:

@@ -8,14 +8,14 @@ from rocmft.io.problems import ProblemReport
 from rocmft.recipe import recipes, render
 from rocmft.run import runs
 
-SHIPPED = recipes.available()
+SHIPPED = recipes.shipped()
 
 
 RENDER_ALL = """
 import hashlib, json
 from rocmft.recipe import recipes, render
 out = {}
-for name in recipes.available():
+for name in recipes.shipped():
     r = render.render(recipes.load(name), "runs/x")
     out[name] = hashlib.sha256((r.train_yaml + "\\0" + (r.ds_config or "")).encode()).hexdigest()
 print(json.dumps(out))

@@ -9,7 +9,7 @@ import yaml
 from rocmft.io.problems import ProblemReport
 from rocmft.recipe import recipes, render, rules
 
-SHIPPED = recipes.available()
+SHIPPED = recipes.shipped()
 
 
 def rendered(name: str, *overrides: str) -> render.Rendered:

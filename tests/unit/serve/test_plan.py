@@ -25,12 +25,14 @@ def test_infer_args_come_from_the_run_then_the_settings(runs_dir):
     assert "adapter_name_or_path" not in merged and merged["model_name_or_path"] == f"{runs_dir}/m/merged"
 
 
-def test_chat_is_llamafactory_cli_chat_and_a_prompt_is_one_answer_from_its_chat_model(runs_dir):
+def test_chat_is_llamafactorys_chat_loop_quiet_and_a_prompt_is_one_answer_from_its_chat_model(runs_dir):
     t = run_target(runs_dir)
     repl = plan.chat(t, {"do_sample": False}, "local")
     assert repl.kind == "chat" and repl.interactive
-    assert repl.argv[:2] == ("llamafactory-cli", "chat")
-    assert list(repl.argv[2:]) == ["--model_name_or_path", "models/tiny-llama", "--adapter_name_or_path",
+    assert repl.argv[:4] == ("python", "-m", "rocmft.serve.repl", "--")
+    assert plan.chat(t, {}, "local", verbose=True).argv[:5] == ("python", "-m", "rocmft.serve.repl", "--verbose", "--")
+    assert plan.chat(t, {}, "docker").env["PYTHONPATH"] == "src"  # the checkout's repl.py, whatever the image holds
+    assert list(repl.argv[4:]) == ["--model_name_or_path", "models/tiny-llama", "--adapter_name_or_path",
                                    f"{runs_dir}/r1/output", "--finetuning_type", "lora", "--template", "llama3",
                                    "--infer_backend", "huggingface", "--flash_attn", "sdpa", "--do_sample", "false"]
     one = plan.chat(t, {}, "docker", prompt_file="/p/.cache/serve/in-x/text")
@@ -43,9 +45,12 @@ def test_chat_is_llamafactory_cli_chat_and_a_prompt_is_one_answer_from_its_chat_
 def test_api_binds_the_asked_host_in_both_runtimes_and_always_takes_a_key_by_name(runs_dir):
     t = run_target(runs_dir)
     local = plan.api(t, {}, "local", "127.0.0.1", 8123)
+    # LLaMA-Factory's own switch for printing each request's messages (api/chat.py): off unless VERBOSE=1
+    assert local.env["API_VERBOSE"] == "0" and plan.api(t, {}, "local", "::1", 1, verbose=True).env["API_VERBOSE"] == "1"
     assert local.argv[:3] == ("python", "-m", "rocmft.serve.api")  # LLaMA-Factory's app without its keyless /docs
     assert local.argv[3:5] == ("--model_name_or_path", "models/tiny-llama")
-    assert dict(local.env) == {"API_HOST": "127.0.0.1", "API_PORT": "8123", "API_MODEL_NAME": "r1", "PYTHONUNBUFFERED": "1"}
+    assert dict(local.env) == {"API_HOST": "127.0.0.1", "API_PORT": "8123", "API_MODEL_NAME": "r1", "PYTHONUNBUFFERED": "1",
+                              "API_VERBOSE": "0"}
     assert local.url == "http://127.0.0.1:8123/v1" and local.ready_url == "http://127.0.0.1:8123/rocmft/ready"
     assert local.secret_env == ("API_KEY", "ROCMFT_READY_SECRET")  # the key, and the readiness proof's secret
     docker = plan.api(t, {}, "docker", "127.0.0.1", 8123)
