@@ -61,6 +61,20 @@ def test_verdicts():
     assert canary.compare(REF, REF[:2], "fp16", 3).verdict == "failed"  # no reference, no verdict
 
 
+def test_a_gradient_norm_alone_past_its_tolerance_diverges():
+    """A backward-only kernel bug (flash-attn's or Liger's backward): step 1's loss is the reference's to the last
+    bit, its gradient norm is 5% off; the losses of later steps stay within bf16's 2ku. Only the gradient norm
+    can tell, and it must."""
+    backward_bug = _steps((7.0, 2.0 * 1.05), (6.8 * (1 + 1e-3), 1.5), (6.5 * (1 + 1e-3), 1.2))
+    result = canary.compare(backward_bug, REF, "bf16", 3)
+    assert result.verdict == "diverges", result
+    assert (result.worst["step"], result.worst["quantity"]) == (1, "grad_norm")
+    assert result.worst["relative"] == pytest.approx(0.05)
+    nan_grad = _steps((7.0, float("inf")), (6.8, 1.5), (6.5, 1.2))  # a finite loss over an overflowed backward
+    result = canary.compare(nan_grad, REF, "bf16", 3)
+    assert (result.verdict, result.worst["quantity"]) == ("non-finite", "grad_norm")
+
+
 def test_models_start_from_the_same_values():
     tested = canary.Numerics("bf16", "fa2", True, "neat")
     assert canary.model_for(tested, tested) == ("bfloat16", False)  # stored in bf16, as Hub checkpoints are
