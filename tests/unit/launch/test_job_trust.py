@@ -14,6 +14,7 @@ from rocmft.launch import plan as lp
 from rocmft.recipe import recipes
 from tests.conftest import rocmft
 
+CERTIFICATES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE")
 HOST = {"HF_TOKEN": "hf_mine", "HUGGING_FACE_HUB_TOKEN": "hf_mine", "WANDB_API_KEY": "wandb_mine", "PATH": "/usr/bin"}
 
 
@@ -34,7 +35,7 @@ def test_a_trust_remote_code_recipe_without_the_opt_in_is_refused(command, job_e
 
 
 @pytest.mark.parametrize("name", ["HF_ENDPOINT", "HF_HUB_ETAG_TIMEOUT", "WANDB_BASE_URL", "LD_PRELOAD", "PYTHONPATH",
-                                  "BASH_ENV", "ld_library_path", "HTTPS_PROXY"])
+                                  "BASH_ENV", "ld_library_path", "HTTPS_PROXY", *CERTIFICATES])
 def test_endpoint_and_loader_variables_in_a_recipe_need_the_opt_in(name, monkeypatch):
     monkeypatch.delenv("TRUST_RECIPE_ENV", raising=False)
     with pytest.raises(ProblemReport) as refused:
@@ -70,9 +71,14 @@ def test_a_recipe_naming_the_token_as_its_own_secret_still_does_not_get_it():
     assert "HF_TOKEN" not in p.secret_env and "HF_TOKEN" not in lp.job_env(p, HOST)
 
 
-def test_replaced_certificates_withhold_every_token_and_a_plain_recipe_gets_them_all():
-    p = plan(["env.REQUESTS_CA_BUNDLE=/tmp/ca.pem"])
-    assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(p.secret_env)
+@pytest.mark.parametrize("name", CERTIFICATES)
+def test_replaced_certificates_withhold_every_token_and_a_plain_recipe_gets_them_all(name):
+    """requests reads REQUESTS_CA_BUNDLE (and CURL_CA_BUNDLE), OpenSSL (so httpx, huggingface_hub's transport, and
+    curl) SSL_CERT_FILE / SSL_CERT_DIR: each one decides who may answer for every host."""
+    p = plan([f"env.{name}=/tmp/ca.pem"])
+    assert not {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"} & set(p.secret_env)
+    assert {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"} <= set(p.unset_env)
+    assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(lp.job_env(p, HOST))
     assert {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"} <= set(plan([]).secret_env)
     assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(plan([]).unset_env)
 
