@@ -1,7 +1,7 @@
 # Training: the demo, train, export, the tiny model, and the tests.
 # VERBOSE=1 (read by `rocmft train` from the environment, where make puts command-line variables) also
 # streams the job's whole output; it always goes to <run dir>/train.log.
-.PHONY: demo train export tiny-model test test-unit test-train canary
+.PHONY: demo train export push tiny-model test test-unit test-train canary
 MULTINODE_FLAGS ?=
 # The demo and the tests never fetch a model or dataset from a hub (GPU recipes may: they name hub models).
 demo test test-unit test-train: export HF_HUB_OFFLINE ?= 1
@@ -25,8 +25,17 @@ train: host ## render + validate + plan + launch RECIPE (RUNTIME=, GPUS=, NODES=
 	  $(call opt,--arch,$(ARCH)) $(call opt,--docker-image,$(IMAGE_REF)))
 	@$(ROCMFT) train $(call q,$(RECIPE)) $(call opt,--set,$(SET)) $(TRAIN_FLAGS) $(MULTINODE_FLAGS)
 
-export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged
-	@$(ROCMFT) export $(call q,$(or $(RUN),last))
+FORMAT ?=
+OUTTYPE ?=
+export: setup ## merge a run's LoRA adapter into its base model (RUN=<run dir>|last) -> <run>/merged; FORMAT=gguf (OUTTYPE=f16|bf16|q8_0): + llama.cpp's GGUF and an Ollama Modelfile
+	@$(ROCMFT) export $(call q,$(or $(RUN),last)) $(call opt,--format,$(FORMAT)) $(call opt,--outtype,$(OUTTYPE))
+
+REPO ?=
+WHAT ?=
+PRIVATE ?=
+push: host ## a run's adapter (WHAT=merged: its merged model) + a model card to the Hugging Face Hub (RUN=, REPO=owner/name, private unless PRIVATE=0, exported HF_TOKEN, DRY_RUN=1: print, send nothing)
+	@$(ROCMFT) push $(call q,$(or $(RUN),last)) --repo=$(call q,$(REPO)) $(call opt,--what,$(WHAT)) \
+	  $(if $(filter 0 no false,$(PRIVATE)),--public) $(if $(call is_set,$(DRY_RUN)),--dry-run)
 
 test: setup tiny-model ## run every test: unit first, then the real CPU trainings (-m train); docker/slurm ones when their services are up
 	@$(PY) -m pytest -q --durations=25

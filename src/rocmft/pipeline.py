@@ -18,8 +18,9 @@ from .io import paths
 from .io.problems import Problem, ProblemReport, raise_if_errors
 from .launch import plan as launch_plan
 from .launch.prepared import build_plan, commit  # noqa: F401  (re-exported: every caller of prepare)
-from .recipe import recipe_env, recipes, render
+from .recipe import recipe_env, recipes, render, tracking
 from .run import chain, layout, run_trust, runs
+from .run.jobfiles import JOB_DIR
 
 if TYPE_CHECKING:
     from .validate.where import Place
@@ -37,6 +38,9 @@ class Prepared:
     messages: list[Problem] = field(default_factory=list)  # warnings and notes to show the user
     validated_in: str = ""  # where LLaMA-Factory's and DeepSpeed's checks ran ("" = not run), recorded in status.json
     start: chain.Start | None = None  # FROM=: the earlier run (or folder) this one starts from
+    # The planner's time for the training (plan.TimeEstimate: seconds, what, upper_bound), set by `rocmft train`'s
+    # plan check: RUNTIME=slurm compares its time limit with it. None when no plan ran or it gave no time.
+    planned_time: object | None = None
 
 
 def _int_option(value, name: str) -> int:
@@ -106,6 +110,10 @@ def prepare(
         early += _job_trust(recipe, env)
     run_dir = runs.choose(recipe.name, run_name)
     run_path = runs.relative(run_dir)
+    if job:  # a tracker without its key exported: what it does instead (W&B: offline into the run dir)
+        trackers = [t for t in tracking.names(recipe.llamafactory.get("report_to"), arch_info.image_packages)
+                    if tracking.PACKAGES.get(t) in arch_info.image_packages]  # the others are refused below
+        early += tracking.key_warnings(runs.relative(Path(recipe.path)), trackers, env, f"{run_path}/{JOB_DIR}")
     validated_in = ""
     try:  # every problem at once: the batch/resume ones together with rendering's and validation's
         rendered = render.render(recipe, run_path, resume_from)

@@ -1,4 +1,6 @@
-"""`rocmft export RUN`: merge a run's LoRA adapter into its base model with `llamafactory-cli export`."""
+"""`rocmft export RUN`: merge a run's LoRA adapter into its base model with `llamafactory-cli export`;
+`--format gguf`: then llama.cpp's converter writes the merged model as GGUF, an Ollama Modelfile beside it
+(rocmft.publish.gguf)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,14 @@ from ..io import hostio, paths
 from ..io.problems import Problem, ProblemReport, raise_if_errors
 from ..run import chain, run_trust, runs
 
-HELP = "merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged"
+HELP = ("merge a run's LoRA adapter into the base model (llamafactory-cli export) -> <run>/merged; "
+        "--format gguf: + llama.cpp's GGUF and an Ollama Modelfile -> <run>/gguf-<outtype>")
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("run", nargs="?", default="last", help="run dir or name, or `last`")
+    parser.add_argument("--format", default="", help="gguf: convert the merged model with llama.cpp's converter")
+    parser.add_argument("--outtype", default="", help="with --format gguf: f16 (default), bf16 or q8_0")
 
 
 def export_config(train: dict, run_path: str) -> dict:
@@ -37,9 +42,58 @@ def export_config(train: dict, run_path: str) -> dict:
 
 
 def run(args) -> int:
+    fmt = (args.format or "").strip().lower()
+    if fmt:
+        return _gguf(args, fmt)
+    if args.outtype:
+        raise ProblemReport([Problem("", "OUTTYPE", "is for FORMAT=gguf", "make export RUN=... FORMAT=gguf OUTTYPE=f16")])
     run_dir = runs.find(args.run)
+    return merge(run_dir, yaml.safe_load((run_dir / "train.yaml").read_text()))
+
+
+def _gguf(args, fmt: str) -> int:
+    from ..publish import gguf, source
+
+    if fmt not in gguf.FORMATS:
+        raise ProblemReport([Problem("", "FORMAT", f"unknown `{fmt}`",
+                                     f"{', '.join(gguf.FORMATS)}, or none for the merged safetensors")])
+    plan = gguf.plan(source.load(args.run), args.outtype)
+    run_dir, run_path, train = plan.run.run_dir, plan.run.run_path, plan.run.train
+    if plan.merge_first:
+        code = merge(run_dir, train)
+        if code:
+            return code
+    print(f"[rocmft] llama.cpp's convert_hf_to_gguf: {runs.relative(plan.source)} -> {run_path}/gguf-{plan.outtype} "
+          f"({plan.outtype})", flush=True)
+    job = [sys.executable, "-m", "rocmft.publish.gguf_job", "--model", str(plan.source), "--outtype", plan.outtype,
+           "--out", str(plan.out_dir), "--template", str(train.get("template", "default"))]
+    if train.get("default_system"):
+        job += ["--default-system", str(train["default_system"])]
+    with hostio.open_append(run_dir / "export.log") as log:
+        proc = subprocess.run(job, cwd=paths.root(), stdout=log, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        return _failed(run_dir, proc.returncode)
+    for line in (hostio.read_text(run_dir / "export.log", hostio.LOG_LIMIT) or "").splitlines():
+        if line.startswith("[rocmft] note:"):  # the converter was told the tokenizer's split (gguf_job.py)
+            print(line.removeprefix("[rocmft] "), file=sys.stderr)
+    size = plan.gguf_file.stat().st_size / 2**20
+    print(f"[rocmft] GGUF: {runs.relative(plan.gguf_file)} ({size:,.1f} MiB, {plan.outtype}); Ollama Modelfile beside it")
+    print(f"[rocmft] run it in Ollama: {plan.ollama_line()}")
+    if plan.outtype in ("f16", "bf16"):  # llama-quantize requantizes a q8_0 only with --allow-requantize, worse
+        print(f"[rocmft] smaller k-quants need llama.cpp's llama-quantize, e.g.: {plan.quantize_line()}")
+    return 0
+
+
+def _failed(run_dir: Path, code: int) -> int:
+    tail = (hostio.read_text(run_dir / "export.log", hostio.LOG_LIMIT) or "").splitlines()[-15:]
+    print("\n".join(tail), file=sys.stderr)
+    print(f"[rocmft] export FAILED (exit code {code}): {runs.relative(run_dir)}/export.log", file=sys.stderr)
+    return code
+
+
+def merge(run_dir: Path, train: dict) -> int:
+    """The run's adapter(s) merged into its base model by `llamafactory-cli export` -> <run>/merged."""
     run_path = runs.relative(run_dir)
-    train = yaml.safe_load((run_dir / "train.yaml").read_text())
     if train.get("finetuning_type", "lora") != "lora":
         raise ProblemReport([Problem("", "RUN", f"{run_path} is a {train.get('finetuning_type')} fine-tune: "
                                      f"{run_path}/output already holds the full model, there is nothing to merge")])
@@ -65,9 +119,6 @@ def run(args) -> int:
         proc = subprocess.run([str(cli), "export", f"{run_path}/export.yaml"], cwd=paths.root(),
                               stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        tail = (hostio.read_text(run_dir / "export.log", hostio.LOG_LIMIT) or "").splitlines()[-15:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"[rocmft] export FAILED (exit code {proc.returncode}): {run_path}/export.log", file=sys.stderr)
-        return proc.returncode
+        return _failed(run_dir, proc.returncode)
     print(f"[rocmft] merged model: {run_path}/merged", flush=True)
     return 0

@@ -32,11 +32,7 @@ def _containers():
     if not rt.daemon_configured():
         return [], {}, ""
     try:
-        client = rt.connect(timeout=10)
-        # the low-level list: one request carrying name, state and labels; `containers.list` inspects each
-        # container after listing it and fails when one is removed in between (another run finishing)
-        found = [(c["Names"][0].lstrip("/"), c["State"], c["Labels"] or {}) for c in
-                 client.api.containers(all=True, filters={"label": rt.RUN_LABEL})]
+        found = rt.labelled(rt.connect(timeout=10))
     except Exception as exc:  # noqa: BLE001 - the runs table is shown without it
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [], {}, f"could not ask Docker for leftover containers: {first}"
@@ -92,6 +88,9 @@ def run(args) -> int:
         benchmark = harness_headline(info.path)  # the last `make eval TASKS=`: first task's metric, its change
         if benchmark:
             extra.append(f"harness {benchmark}")
+        tracked = tracking_of(info.path)
+        if tracked:
+            extra.append("tracking: " + ", ".join(tracked))
         if path in active:
             extra.append(f"in container {active[path]}")
         if path in left_by_run:
@@ -124,6 +123,26 @@ def run(args) -> int:
     if note:
         print(f"note: {note}")
     return 0
+
+
+def tracking_of(run_dir) -> list[str]:
+    """Where the run's `report_to` trackers wrote: its train.yaml's trackers, each with the folder or server its
+    launch plan gave it (plan.json's environment; a server URI exported in the shell is not recorded)."""
+    import json
+
+    import yaml
+
+    from ..recipe import tracking
+
+    try:
+        report_to = (yaml.safe_load((run_dir / "train.yaml").read_text()) or {}).get("report_to")
+        env = json.loads((run_dir / "plan.json").read_text()).get("env") or {}
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        return []
+    if not isinstance(env, dict):
+        return []
+    # `all`: the trackers the images carry (docker/arches.yaml), the ones rocmft points at the run dir
+    return tracking.where(tracking.names(report_to, {tracking.PACKAGES[t]: "" for t in tracking.KEPT}), env)
 
 
 def gpus_of(run_dir) -> int | None:

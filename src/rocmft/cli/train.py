@@ -92,6 +92,7 @@ def _check_plan(prep: pipeline.Prepared, force: bool) -> None:
         return
     result = planner.check(prep.recipe)
     print(result.summary)
+    prep.planned_time = result.throughput.time if result.throughput is not None else None
     if not result.fits and not force:
         raise ProblemReport([Problem(prep.recipe.path, "", "the planner says this run does not fit in GPU memory",
                                      "follow a suggestion above, or FORCE=1 to launch anyway")])

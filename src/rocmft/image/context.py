@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from .kernels import CONTEXT_KERNELS
+from .kernels import CONTEXT_KERNELS, PROBE
 from .plan import CONTEXT_WHEELHOUSE, BuildPlan
 
 
@@ -39,8 +39,11 @@ def wheelhouse_files(plan: BuildPlan) -> list[Path]:
 
 def kernel_members(plan: BuildPlan) -> list[tuple[str, Path | None]]:
     """The context's `kernels/` folder: the kernel stage's only COPY. The host-kept wheel when there is one,
-    else (offline) the flash-attn sdist and build tools; never anything of the project."""
+    else (offline) the flash-attn sdist and build tools, and for a CK compile the probe it runs first; nothing
+    else of the project."""
     files = [Path(p) for p in (plan.kernel_wheels or plan.kernel_sources)]
+    if not plan.kernel_wheels and plan.kernel is not None and plan.kernel.compiles:
+        files.append(PROBE)
     return [(CONTEXT_KERNELS, None), *((f"{CONTEXT_KERNELS}/{p.name}", p) for p in files)]
 
 

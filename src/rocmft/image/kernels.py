@@ -5,7 +5,8 @@ Pure apart from `host_resources()` and the host-cache lookups (a folder listing)
 
 The stage's inputs are ONLY the fields of `KernelSpec` (+ MAX_JOBS/OFFLINE, which do not change the wheel):
 docker/Dockerfile's `kernels` stage declares no other ARG and COPYs only the context's `kernels/` folder,
-which holds nothing but the host-kept wheel or the flash-attn sdist and its build tools
+which holds nothing but the host-kept wheel, or the flash-attn sdist and its build tools and, for a CK compile,
+the probe it runs first (kernel_probe.py: one source in seconds before ~1,400 in minutes to hours)
 (tests/unit/image/test_kernels.py checks both on the Dockerfile and the context, as data).
 """
 
@@ -22,6 +23,10 @@ from ..hardware.versions import Versions
 
 # Where the context carries the kernel stage's only inputs, and where the image keeps the stage's record.
 CONTEXT_KERNELS = "kernels"
+# The probe a CK compile runs first (kernel_probe.py): sent in that folder, so it is part of the stage's key (changing
+# it reruns the stage; `make image` then reuses the host-kept wheel, no compile).
+PROBE = Path(__file__).with_name("kernel_probe.py")
+PROBE_SOURCE = "csrc/flash_attn_ck/mha_fwd"
 RECORD_IN_IMAGE = "/opt/rocmft/kernels.json"
 STAGE = "kernels"
 
@@ -168,6 +173,7 @@ def estimate_line(spec: KernelSpec, jobs: MaxJobs, cached: list[Path], head_why:
     if not spec.compiles:
         return f"kernel stage: flash-attn {spec.backend} backend is Python (Triton JIT): a pip wheel, seconds"
     n = sources_estimate(spec)
-    return (f"kernel stage: ~{n} CK sources (head dims {','.join(map(str, spec.head_dims))}) / MAX_JOBS {jobs.value}"
+    return (f"kernel stage: a probe compiles {PROBE_SOURCE} alone first (stops in seconds when the base's torch "
+            f"cannot build it), then ~{n} CK sources (head dims {','.join(map(str, spec.head_dims))}) / MAX_JOBS {jobs.value}"
             f" ~ {fmt_duration(seconds_estimate(spec, jobs.value))} (rough, scaled from ROCm/Megatron-LM PR #82; "
             "none if the base image already has it)")

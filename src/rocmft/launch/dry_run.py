@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..hardware import host
 from ..run import runs
-from . import prepared
+from . import devices, prepared
 
 
 def lines(runtime: str, prep, args) -> list[str]:
@@ -36,10 +36,10 @@ def _docker(prep, args) -> list[str]:
     from . import docker as rt
 
     facts = host.gather(tools=False)
-    plan = prepared.build_plan(prep, python="python")
+    plan = prepared.build_plan(prep, python="python", gpus=devices.choose(prep, facts.gpus))
     image = getattr(args, "docker_image", None) or tags(prep.arch.name)[0]
     spec = rt.container_spec(plan, prep.arch, facts, image=image, args=prep.rendered.args)
-    refused = [p.line() for p in rt.check_host(plan, prep.arch, facts)]
+    refused = [p.line() for p in (*rt.check_host(plan, prep.arch, facts), *devices.check(plan, prep.arch, facts.gpus))]
     run_dir = prepared.commit(prep, plan, runtime="docker", dry_run=True)
     (run_dir / "container.json").write_text(spec.to_json())
     rel = runs.relative(run_dir)
@@ -64,14 +64,17 @@ def _docker(prep, args) -> list[str]:
 
 
 def _local(prep) -> list[str]:
-    from .local import _arch_gpus
-
-    plan = prepared.build_plan(prep, gpus=prep.gpus or _arch_gpus(prep))
+    gpus = host.gpus_from_sysfs() if prep.arch.is_gpu else []
+    plan = prepared.build_plan(prep, gpus=devices.choose(prep, gpus))
+    refused = [p.line() for p in devices.check(plan, prep.arch, gpus)]
     run_dir = prepared.commit(prep, plan, runtime="local", dry_run=True)
     rel = runs.relative(run_dir)
-    return [f"[rocmft] dry run (RUNTIME=local): nothing started; plan in {rel}/plan.json",
-            "  environment (on top of yours):", *_env_lines(plan.env, plan.unset_env, plan.secret_env),
-            f"  argv: {' '.join(plan.argv)}"]
+    out = [f"[rocmft] dry run (RUNTIME=local): nothing started; plan in {rel}/plan.json",
+           "  environment (on top of yours):", *_env_lines(plan.env, plan.unset_env, plan.secret_env),
+           f"  argv: {' '.join(plan.argv)}"]
+    if refused:
+        out += ["  on THIS host a launch would stop here:", *(f"    {line}" for line in refused)]
+    return out
 
 
 def without_submit(args):

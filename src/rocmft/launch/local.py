@@ -125,22 +125,17 @@ def run(plan: LaunchPlan, run_dir: Path, *, quiet: bool = False, verbose: bool =
     return code  # a job that finished before the stop reached it ends as it ended
 
 
-def _arch_gpus(prep) -> tuple[str, ...] | None:
-    """No GPUS=: the GPUs of the recipe's arch alone (an enabled iGPU stays hidden), from sysfs."""
-    if not prep.arch.is_gpu:
-        return None
-    from ..hardware import host
-    from .plan import arch_selection
-
-    return arch_selection(prep.arch, host.gpus_from_sysfs(), prep.recipe.gpus_per_node)
-
-
 def launch(prep, args) -> int:
     """`rocmft train --runtime local`: commit the run dir, record the plan, run it, say how it ended."""
-    from . import prepared
+    from ..hardware import host
+    from ..io.problems import raise_if_errors
+    from . import devices, prepared
     from .outcome import finish
 
-    plan = prepared.build_plan(prep, gpus=prep.gpus or _arch_gpus(prep))
+    gpus = host.gpus_from_sysfs() if prep.arch.is_gpu else []
+    plan = prepared.build_plan(prep, gpus=devices.choose(prep, gpus))
+    if gpus:  # a CPU run holds no device, and asks no daemon
+        raise_if_errors(devices.check(plan, prep.arch, gpus, containers=devices.docker_containers()))
     run_dir = prepared.commit(prep, plan, runtime="local")
     print(f"[rocmft] run dir: {runs.relative(run_dir)}", flush=True)
     print(f"[rocmft] command: {' '.join(plan.argv)}", flush=True)

@@ -8,7 +8,7 @@ rank's failure into exit 1 and rebuilds the environment itself (it overwrites PY
 unless OPTIM_TORCH=0); calling torchrun directly keeps the real exit code and the failing rank, runs the
 same argv inside a container or on a Slurm node, and lets the worker register our callbacks (watchdog,
 metrics) through LLaMA-Factory's `run_exp(callbacks=...)`. The rendered YAML stays a plain LLaMA-Factory
-input either way.
+input either way. What its launcher would have set for the allocator is set here instead (`allocator_env`).
 
 Stops and restarts (docs/multinode.md, "Preemption, requeue and restarts"): torchrun passes the signals it
 handles on to every rank (torch/distributed/elastic/agent/server/api.py: SignalException -> _shutdown(sig));
@@ -28,14 +28,19 @@ from typing import Mapping
 
 from ..hardware.arches import Arch
 from ..io.problems import Problem, ProblemReport
-from ..recipe import recipe_env
+from ..recipe import recipe_env, tracking
 from ..recipe.recipes import SECRET_ENV, Recipe
+from ..run.jobfiles import JOB_DIR
 
 DEVICE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-# Passed from the caller's environment when set: caches, offline switches, site network settings.
+# The caching allocator's settings. A ROCm torch reads PYTORCH_CUDA_ALLOC_CONF, then PYTORCH_HIP_ALLOC_CONF (ROCm
+# builds only), then PYTORCH_ALLOC_CONF (c10/cuda/CUDAAllocatorConfig.h, `#ifdef USE_ROCM`); torch >= 2.9's generic
+# parser (c10/core/AllocatorConfig.cpp) takes PYTORCH_ALLOC_CONF first. One set by the user or the recipe is theirs.
+ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+# Passed from the caller's environment when set: caches, offline switches, site network settings, the allocator's.
 PASS_THROUGH = (
     "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE",
-    "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG", "GLOO_SOCKET_IFNAME",
+    "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_DEBUG", "GLOO_SOCKET_IFNAME", *ALLOC_CONF_VARS,
 )
 # Not passed: TORCH_EXTENSIONS_DIR, MPLCONFIGDIR (the Makefile's). A local run inherits them with the rest of
 # the environment; a container gets caches of its own per image (docker/spec.py OWN_CACHES): compiled code
@@ -100,17 +105,6 @@ def devices_from_env(host_env: Mapping[str, str]) -> tuple[str, ...] | None:
     return None
 
 
-def arch_selection(arch: Arch, gpus, nproc: int) -> tuple[str, ...] | None:
-    """RUNTIME=local on a host that mixes arches (an RX 7900 XTX beside an enabled Ryzen iGPU, gfx1036): the
-    first `nproc` GPUs of the recipe's arch, by ROCr index, so that ROCR_VISIBLE_DEVICES hides the others.
-    None when every GPU is of that arch (nothing to hide) or there are too few (the job says so itself).
-    `gpus`: the host's GPUs (host.GPU), in ROCr order. A container gets the same by render node (docker/spec.py)."""
-    mine = [str(g.index) for g in gpus if g.gfx == arch.name]
-    if not arch.is_gpu or len(mine) == len(gpus) or len(mine) < nproc:
-        return None
-    return tuple(mine[:nproc])
-
-
 def build(
     recipe: Recipe,
     arch: Arch,
@@ -159,7 +153,13 @@ def build(
         # The node's physical cores split between its ranks (SMT siblings share a core's AVX units: no gain).
         # Cost: the ranks' data loaders and tokenizers share those cores too. A recipe's `env:` overrides it.
         env["OMP_NUM_THREADS"] = str(max(1, physical_cores // nproc))
+    # report_to's trackers write into the run's job folder (recipe/tracking.py); a recipe's `env:` still decides.
+    trackers = tracking.names(recipe.llamafactory.get("report_to"), arch.image_packages)
+    tracked, by_name = tracking.environment(trackers, f"{run_path}/{JOB_DIR}", host_env)
+    env.update(tracked)
+    secrets = (*secrets, *(n for n in by_name if n not in secrets and n not in recipe.env))
     env.update(recipe.env)
+    env.update(allocator_env(arch, env))
     env.update({
         "PYTHONUNBUFFERED": "1",  # logs stream line by line, through pipes and container logs alike
         "OPTIM_TORCH": "0",  # if this env is reused with llamafactory-cli, it keeps our allocator settings
@@ -178,6 +178,25 @@ def build(
         nproc_per_node=nproc, nnodes=nnodes, visible_devices=gpus, arch=arch.name, distributed=distributed,
         max_restarts=restarts if distributed else 0, stop_grace_s=grace,
     )
+
+
+def allocator_env(arch: Arch, env: Mapping[str, str]) -> dict[str, str]:
+    """The allocator setting LLaMA-Factory's launcher would have given the job, where nothing else set one.
+
+    LLaMA-Factory 0.9.5 (launcher.py) sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for the runs its CLI
+    starts through torchrun ("optimize DDP"), unless OPTIM_TORCH=0; this plan calls torchrun itself, so its jobs
+    never got it. Why it matters: packed rows and padded batches change shape every step, and a caching allocator
+    of fixed-size segments fragments on them (PyTorch's "CUDA semantics" notes, expandable_segments); the same
+    holds for one GPU, so every GPU job gets it, a CPU one not (the CPU allocator reads none of these). The HIP
+    name, which only ROCm builds read and after PYTORCH_CUDA_ALLOC_CONF, so any setting of the user's or the
+    recipe's (ALLOC_CONF_VARS, passed through) wins: `SET=env.PYTORCH_HIP_ALLOC_CONF=expandable_segments:False`.
+    Cost: not measured here (no ROCm GPU). ROCm support for expandable segments landed in PyTorch 2.11
+    (pytorch#173330, relanded as #177974; ROCm/pytorch#3001, the pick for release/2.10, was closed unmerged): on
+    the image's torch 2.10 it is likely a no-op that prints "expandable_segments not supported on this platform"
+    once per rank. pytorch#187343 reports a crash with it on ROCm that AMD could not reproduce."""
+    if not arch.is_gpu or any(name in env for name in ALLOC_CONF_VARS):
+        return {}
+    return {"PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True"}
 
 
 def _environment(arch: Arch, host_env: Mapping[str, str], gpus: tuple[str, ...] | None,
@@ -203,6 +222,7 @@ def shell(arch: Arch, host_env: Mapping[str, str], gpus: tuple[str, ...] | None,
           argv: tuple[str, ...] = ("bash",)) -> LaunchPlan:
     """`make shell`: the environment and devices of a job on this arch, running `argv` instead of training."""
     env, unset, secrets = _environment(arch, host_env, gpus)
+    env.update(allocator_env(arch, env))
     return LaunchPlan(argv=argv, env=env, unset_env=unset, secret_env=secrets, run_path="",
                       nproc_per_node=len(gpus) if gpus else 1, nnodes=1, visible_devices=gpus,
                       arch=arch.name, distributed=False)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hardware.arches import Arch
-from ..io.problems import Problem
+from ..io.problems import Problem, did_you_mean
+from ..recipe import tracking
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,11 @@ NEEDS = (
          neutral=None),
     *(Need("predict_with_generate", p, _truthy, f"{PARSER}: check_version('{p.replace('-', '_')}', mandatory=True)")
       for p in ("jieba", "nltk", "rouge-chinese")),
+    # transformers builds the trackers' callbacks when the Trainer starts, after the model loaded: each raises
+    # RuntimeError ("... requires ... to be installed") without its package. `all` turns on only what is there.
+    *(Need("report_to", package, lambda v, a, t=tracker: t in tracking.names(v),
+           f"transformers/integrations/integration_utils.py: its {tracker} callback needs {package}", neutral=None)
+      for tracker, package in tracking.PACKAGES.items()),
 )
 
 
@@ -78,7 +84,9 @@ def judge(args: dict[str, Any], arch: Arch, file: str) -> tuple[list[Problem], l
     """(errors, notes, args for this host's parser): an error per setting whose package the arch's image lacks;
     a setting the image serves is judged done; where this host lacks its package (liger-kernel is not in the
     CPU venv) and LLaMA-Factory's parser would check it, it is neutralised so this host does not decide."""
-    errors: list[Problem] = []
+    errors: list[Problem] = [Problem(file, "report_to", f"transformers has no tracker `{name}`",
+                                     did_you_mean(name, tracking.PACKAGES) or f"one of {', '.join(tracking.PACKAGES)}")
+                             for name in tracking.unknown(args.get("report_to"))]
     notes: list[Problem] = []
     trial = dict(args)
     for need in needed(args):

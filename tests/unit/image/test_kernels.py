@@ -102,7 +102,8 @@ def test_kernel_cache_key_excludes_lock_src_and_recipes(project, tmp_path):
     # ...its kernel stage did not: same args, same kernels/ folder, same host-cache key.
     assert kernel_inputs(after) == kernel_inputs(before)
     names = [name for name, _ in context.members(after)]
-    assert [n for n in names if n.startswith("kernels")] == ["kernels"]  # the stray folder is never sent
+    # the stray folder is never sent; a CK compile gets the probe it runs first (rocmft.image.kernel_probe)
+    assert [n for n in names if n.startswith("kernels")] == ["kernels", "kernels/kernel_probe.py"]
     # And the key does move with what the wheel depends on (so the check above could fail).
     for changed in (dict(head_dims="all"), dict(base_id="sha256:other")):
         other = build_plan(arch, from_lock(), "a" * 40, offline=False, max_jobs=MaxJobs(8, "x"), **changed)
@@ -152,7 +153,8 @@ def test_a_host_kept_wheel_is_sent_instead_of_compiling(tmp_path):
     sdist.write_text("sdist")
     fresh = build_plan(arch, versions, "c", offline=True, wheelhouse=str(folder), kernel_cache_root=str(folder),
                        kernel_sources=(str(sdist),))
-    assert [n for n, _ in context.kernel_members(fresh)] == ["kernels", "kernels/flash_attn-2.8.3.post2.tar.gz"]
+    assert [n for n, _ in context.kernel_members(fresh)] == ["kernels", "kernels/flash_attn-2.8.3.post2.tar.gz",
+                                                             "kernels/kernel_probe.py"]
     wheel = Path(fresh.kernel_cache) / "flash_attn-2.8.3.post2-cp312-cp312-linux_x86_64.whl"
     wheel.parent.mkdir(parents=True)
     wheel.write_text("wheel")

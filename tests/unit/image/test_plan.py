@@ -48,9 +48,10 @@ def test_gfx942_plan_is_pinned():
         "GPU_ARCHS": "gfx942",
         # docker/arches.yaml `packages:` for gfx942: all of them, and the two lists pip installs
         "IMAGE_PACKAGES": "bitsandbytes==0.50.2 deepspeed==0.19.8 flash-attn==2.8.3.post2 jieba==0.42.1 "
-                          "liger-kernel==0.8.2 lm-eval==0.4.13 matplotlib==3.11.2 nltk==3.10.4 rouge-chinese==1.0.3",
-        "PACKAGES": "bitsandbytes==0.50.2 jieba==0.42.1 lm-eval==0.4.13 matplotlib==3.11.2 nltk==3.10.4 "
-                    "rouge-chinese==1.0.3",
+                          "liger-kernel==0.8.2 lm-eval==0.4.13 matplotlib==3.11.2 mlflow-skinny==3.18.0 nltk==3.10.4 "
+                          "rouge-chinese==1.0.3 tensorboard==2.21.0 wandb==0.31.0",
+        "PACKAGES": "bitsandbytes==0.50.2 jieba==0.42.1 lm-eval==0.4.13 matplotlib==3.11.2 mlflow-skinny==3.18.0 "
+                    "nltk==3.10.4 rouge-chinese==1.0.3 tensorboard==2.21.0 wandb==0.31.0",
         # liger-kernel without its `triton` requirement: ROCm's triton stays (issue 31, run-breaker 1)
         "PACKAGES_NO_DEPS": "liger-kernel==0.8.2",
         "LIGER_KERNEL_LABEL": "0.8.2",

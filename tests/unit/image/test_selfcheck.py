@@ -127,7 +127,8 @@ def test_real_cpu_stack_passes_with_every_import():
     assert all(c.ok for c in found.values()), found
     # the cpu arch's packages (docker/arches.yaml), each at its version and imported for real
     listed = {n for n in arches.table()["cpu"].image_packages if n != "deepspeed"}
-    assert listed == {"bitsandbytes", "jieba", "lm-eval", "matplotlib", "nltk", "rouge-chinese"}
+    assert listed == {"bitsandbytes", "jieba", "lm-eval", "matplotlib", "nltk", "rouge-chinese", "tensorboard", "wandb",
+                      "mlflow-skinny"}
     assert set(found) == {"torch", "no nvidia packages", "llamafactory imports", "deepspeed imports", "flash-attn",
                           "bitsandbytes", "liger-kernel", "torchaudio imports", "torchvision removed",
                           *listed, *(f"{n} imports" for n in listed)}

@@ -115,6 +115,7 @@ def test_spec_gfx942_8gpu_plan_as_data():
             # the gfx942 entry of docker/arches.yaml
             "HIP_FORCE_DEV_KERNARG": "1", "TORCH_BLAS_PREFER_HIPBLASLT": "1", "HSA_NO_SCRATCH_RECLAIM": "1",
             "NCCL_MIN_NCHANNELS": "112",
+            "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",  # what LLaMA-Factory's launcher would set
             "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x",
             "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "300",  # resilience.stop_grace_s: torchrun's wait for the ranks' save
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",  # max_restarts 2: a fresh store for each round
@@ -163,6 +164,7 @@ def test_spec_gfx1100_1gpu_plan_as_data():
     assert spec.environment == {
         **own_env("/home/bob/.cache/huggingface", "rocmft:gfx1100"), "HOME": f"{ROOT}/.cache/container-home",
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",  # the gfx1100 entry of docker/arches.yaml
+        "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",
         "PYTHONUNBUFFERED": "1", "OPTIM_TORCH": "0", "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x/output",
         "ROCMFT_ARCHES": GPU_ARCHES,
     }
@@ -191,6 +193,7 @@ def test_spec_gfx1100_as_docker_run_line():
         *(f"--env={k}={v}" for k, v in sorted({
             **own_env("/home/bob/.cache/huggingface", "rocmft:gfx1100"), "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
             "HOME": f"{ROOT}/.cache/container-home", "OPTIM_TORCH": "0", "PYTHONUNBUFFERED": "1",
+            "PYTORCH_HIP_ALLOC_CONF": "expandable_segments:True",
             "ROCMFT_ARCHES": GPU_ARCHES, "ROCMFT_RUN_DIR": "runs/x", "WANDB_DIR": f"{ROOT}/runs/x/output"}.items())),
         "--env=HF_TOKEN", "--env=WANDB_API_KEY",
         "--label=ai.rocmft.arch=gfx1100", "--label=ai.rocmft.image=rocmft:gfx1100",

@@ -161,24 +161,6 @@ def test_a_recipes_own_secret_goes_by_name_to_every_runtime(tmp_path, monkeypatc
         assert "tok_VALUE_123" not in text and "hf_VALUE" not in text
 
 
-def test_local_runtime_on_an_igpu_host_hides_the_igpu_by_rocr_index():
-    """RUNTIME=local has no render nodes to pick: on an RX 7900 XTX host with the Ryzen iGPU (gfx1036) listed
-    first, the plan selects the gfx1100 by ROCR_VISIBLE_DEVICES; on a host of one arch it selects nothing."""
-    from rocmft.hardware import arches
-    from rocmft.hardware.host import GPU
-    from rocmft.launch import plan as lp
-    from rocmft.recipe import recipes
-
-    gfx1100 = arches.table()["gfx1100"]
-    mixed = (GPU(0, "gfx1036"), GPU(1, "gfx1100"))
-    gpus = lp.arch_selection(gfx1100, mixed, 1)
-    assert gpus == ("1",)
-    plan = lp.build(recipes.load("qwen2.5-7b-lora-7900xtx"), gfx1100, "runs/x", {}, gpus=gpus)
-    assert plan.env["ROCR_VISIBLE_DEVICES"] == "1"
-    assert lp.arch_selection(gfx1100, (GPU(0, "gfx1100"), GPU(1, "gfx1100")), 1) is None
-    assert lp.arch_selection(arches.table()["cpu"], mixed, 1) is None
-
-
 def test_cpu_offload_gives_each_rank_its_share_of_the_physical_cores():
     # torchrun sets OMP_NUM_THREADS=1 when it is unset: DeepSpeed's CPU Adam would step on one core per rank.
     p = build("qwen2.5-7b-z3-offload", physical_cores=96)

@@ -89,6 +89,7 @@ export NCCL_IB_GID_INDEX=3
 export NCCL_SOCKET_IFNAME=ens50f0
 export OPTIM_TORCH=0
 export PYTHONUNBUFFERED=1
+export PYTORCH_HIP_ALLOC_CONF=expandable_segments:True
 export ROCMFT_RUN_DIR=runs/test-slurm-pinned
 export TORCH_BLAS_PREFER_HIPBLASLT=1
 export TORCH_ELASTIC_SHUTDOWN_TIMEOUT=300

@@ -21,7 +21,7 @@ from ...io.problems import Problem, ProblemReport, raise_if_errors
 from ...run import runs
 from .checks import check_host, check_mounts, create_cache_dirs
 from .daemon import START_DAEMON, connect, daemon_configured, image_hint, resolve_image
-from .left_behind import Leftover, leftovers, pid_alive
+from .left_behind import Leftover, labelled, leftovers, pid_alive
 from .run import (
     EARLY_S,
     STOP_TIMEOUT_S,
@@ -48,7 +48,7 @@ __all__ = [
     "CACHE_ENV", "CONTAINER_HOME", "CPU_SHM", "EARLY_S", "INPUT_KEYS", "LABEL", "RUN_LABEL", "START_DAEMON",
     "STOP_TIMEOUT_S", "TAIL_LINES", "ContainerSpec", "Leftover", "Mount", "Ulimit", "add_arguments", "check_host",
     "check_mounts", "connect", "container_spec", "create_cache_dirs", "daemon_configured", "docker_run_argv",
-    "image_hint", "launch", "leftovers", "pid_alive", "resolve_image", "run_container", "runtime_environment",
+    "image_hint", "labelled", "launch", "leftovers", "pid_alive", "resolve_image", "run_container", "runtime_environment",
     "sdk_kwargs",
 ]
 
@@ -61,15 +61,17 @@ def add_arguments(parser) -> None:
 def launch(prep, args) -> int:
     """`rocmft train --runtime docker`: check host, daemon and image, then commit the run and run it."""
     from ...hardware import host as host_facts
-    from .. import prepared
+    from .. import devices, prepared
     from ..outcome import finish
 
-    plan = prepared.build_plan(prep, python="python")
     facts = host_facts.gather()
+    plan = prepared.build_plan(prep, python="python", gpus=devices.choose(prep, facts.gpus))
     # what the recipe would have mounted is judged before the daemon is asked anything (one line per path)
     draft = container_spec(plan, prep.arch, facts, image="", args=prep.rendered.args)
     raise_if_errors([*check_host(plan, prep.arch, facts), *check_mounts(draft)])
     client = connect()
+    if prep.arch.is_gpu:  # the GPUs another live run holds (its container included, when its launcher is gone)
+        raise_if_errors(devices.check(plan, prep.arch, facts.gpus, containers=devices.docker_containers(client)))
     tag, image = resolve_image(client, prep.arch, getattr(args, "docker_image", None))
     spec = container_spec(plan, prep.arch, facts, image=tag, args=prep.rendered.args, launcher_pid=os.getpid())
     raise_if_errors(create_cache_dirs(spec))

@@ -22,6 +22,14 @@ class Leftover:
         return f"docker rm -f {self.name}"
 
 
+def labelled(client) -> list[tuple[str, str, Mapping[str, str]]]:
+    """(name, state, labels) of every container labelled with a run, running or not. The low-level list: one
+    request carrying all three; `containers.list` inspects each container after listing it and fails when one is
+    removed in between (another run finishing)."""
+    return [(c["Names"][0].lstrip("/"), c["State"], c["Labels"] or {})
+            for c in client.api.containers(all=True, filters={"label": RUN_LABEL})]
+
+
 def leftovers(containers: list[tuple[str, str, Mapping[str, str]]], hostname: str, alive) -> tuple[list[Leftover], dict[str, str]]:
     """Pure: (name, status, labels) of the containers labelled ai.rocmft.run -> (left behind, run -> active
     container). A container is left behind when its launcher is gone: same host and that pid is dead.

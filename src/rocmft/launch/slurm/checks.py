@@ -20,7 +20,7 @@ from ...run.layout import (  # noqa: F401 - re-exported: the batch and resume ch
     resume_problems,
     user_batch_overrides,
 )
-from .options import SlurmOptions, warning_seconds
+from .options import SlurmOptions, slurm_time, time_seconds, warning_seconds
 
 # Filesystem types (as /proc/mounts names them) that every node of a cluster can mount, and ones that are
 # local to one machine. A pragmatic list: a type in neither set is not judged.
@@ -95,7 +95,37 @@ def preflight(prep, args, opts: SlurmOptions, *, submit: bool, root: Path,
     # (global batch and resume across world sizes: checked for every runtime by pipeline.prepare)
     problems += shared_fs_problems(prep.recipe, prep.run_dir, mounts_text)
     problems += warning_problems(prep.recipe, opts)
+    planned = getattr(prep, "planned_time", None)
+    if planned is not None:
+        problems += time_limit_problems(opts.time, planned.seconds, planned.what, planned.upper_bound,
+                                        int(prep.recipe.resilience["max_requeues"]))
     return raise_if_errors(problems)
+
+
+# A suggested TIME is the plan's slow end rounded up to this: the plan counts the training steps only.
+TIME_STEP_S = 15 * 60
+
+
+def time_limit_problems(time_limit: str, planned_s: tuple[float, float], what: str, upper_bound: bool,
+                        max_requeues: int) -> list[Problem]:
+    """A warning when the job's time limit is shorter than the planner's time for its training (plan.check, the
+    same estimate the plan line of `make train` prints): Slurm would stop it there. `planned_s`: (fast, slow end)."""
+    fast, slow = planned_s
+    limit = time_seconds(time_limit)
+    if slow <= 0 or limit >= slow:
+        return []
+    bound = "at most " if upper_bound else ""
+    planned = f"{bound}{slurm_time(fast)}-{slurm_time(slow)} for {what}" if what else f"{bound}{slurm_time(fast)}-{slurm_time(slow)}"
+    verdict = "is shorter than" if limit < fast else "may be shorter than"
+    if max_requeues > 0:
+        after = (f"Slurm stops it there; it saves and is requeued (resilience.max_requeues={max_requeues}: up to "
+                 f"{max_requeues + 1} attempts, each waiting in the queue again)")
+    else:
+        after = "Slurm stops it there and, with resilience.max_requeues=0, it is not requeued"
+    suggested = slurm_time(-(-slow // TIME_STEP_S) * TIME_STEP_S)
+    return [Problem("", "TIME", f"TIME={time_limit} {verdict} the planned training time ({planned}): {after}",
+                    f"TIME={suggested} or more: the plan counts the training steps only, not loading the model, "
+                    "evaluation or saves", severity="warning")]
 
 
 def warning_problems(recipe: Recipe, opts: SlurmOptions) -> list[Problem]:

@@ -33,6 +33,14 @@ def time_seconds(text: str) -> int:
     return ((int(days or 0) * 24 + h) * 60 + m) * 60 + sec
 
 
+def slurm_time(seconds: float) -> str:
+    """Seconds as a Slurm time limit: HH:MM:SS, D-HH:MM:SS from a day on (sbatch(1), --time)."""
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
 def warning_seconds(grace_s: int, time_limit: str) -> int:
     """How long before the time limit Slurm warns the job (--signal=B:USR1@N): the recipe's stop grace, but at
     most half the time limit, so a short job is not stopped as soon as it starts (Slurm sends it at once when
