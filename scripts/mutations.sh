@@ -2,7 +2,8 @@
 # Do the tests catch what they claim to? One-line mutations of the code, each run against the tests that should
 # kill it, then reverted (`git checkout -- .`: run it in a checkout with nothing uncommitted, e.g. a clone).
 # Each is a bug an audit once found surviving (issue 33) or a report's number that a test recomputes.
-#   bash scripts/mutations.sh [CHECKOUT]     # ~2 min once .venv and the tiny model are set up
+#   bash scripts/mutations.sh [CHECKOUT]     # once .venv and the tiny model are set up: the unit-test mutations take
+#   ~5 min; each real CPU run (pytest -m train tests) minutes more on a loaded 2-core machine
 # Prints each mutation, the tests' verdict, and exits 1 when one survives (its tests passed).
 set -u
 cd "${1:-.}"
@@ -87,6 +88,24 @@ run session_guard_blind 's|^    changes = ProcessState.now().changes_since(befor
 run session_guard_never_restores 's|^        before.restore()$|        pass|' tests/conftest.py tests/unit/test_session_guard.py
 run harness_sections_merged 's|        data\["harness"\] = dict(harness)|        data["harness"] = {**dict(harness), "rows": [*(existing.get("harness") or {}).get("rows", []), *harness["rows"]]}|' src/rocmft/evaluate/report.py \
   tests/unit/evaluate/test_harness.py
+# Issue 44's fresh mutations of this round's GPU-selection rule (launch/devices.py); four survived the first
+# tests (the boundary of "free", a pre-rule plan on a two-arch host, a boolean pid, a label spelled through a link).
+DEV=src/rocmft/launch/devices.py
+run dev_other_host_holds 's|    if status.get("state") != "running" or status.get("host") != hostname:|    if status.get("state") != "running":|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_exited_container_holds 's|    elif container is not None and container\[1\] in HOLDING_STATES:|    elif container is not None:|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_last_gpus_not_first 's|    return tuple(mine\[:nproc\])|    return tuple(mine[len(mine) - nproc:])|' $DEV tests/unit/launch/test_devices.py
+run dev_other_arch_gpus_chosen 's|    mine = \[str(g.index) for g in host_gpus if g.gfx == arch.name\]|    mine = [str(g.index) for g in host_gpus]|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_free_counts_taken 's|if g.gfx == arch.name and str(g.index) not in taken\]|if g.gfx == arch.name]|' $DEV tests/unit/launch/test_devices.py
+run dev_free_off_by_one 's|    if len(free) >= nproc:|    if len(free) > nproc:|' $DEV tests/unit/launch/test_devices.py
+run dev_pre_rule_plan_holds_every_arch 's|        return tuple(str(g.index) for g in host_gpus if not gfx or g.gfx == gfx)|        return tuple(str(g.index) for g in host_gpus)|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_boolean_pid_alive 's|    if isinstance(pid, int) and not isinstance(pid, bool) and alive(pid):|    if isinstance(pid, int) and alive(pid):|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_user_selection_ignored 's|    return prep.gpus or default_selection(|    return default_selection(|' $DEV tests/unit/launch/test_devices.py
+run dev_label_not_resolved 's|    return os.path.realpath(path)|    return str(path)|' $DEV tests/unit/launch/test_devices.py
 # Real runs (pytest -m train): DeepSpeed's own ZeRO-3 layout (its CPU comm op is compiled once into .cache/), the
 # canary's tolerance against a bf16 run that must agree.
 run zero3_shard_not_counted 's|        held = getattr(param, "ds_tensor", None)|        held = None|' src/rocmft/callbacks/metrics.py \
