@@ -2,7 +2,8 @@
 # Do the tests catch what they claim to? One-line mutations of the code, each run against the tests that should
 # kill it, then reverted (`git checkout -- .`: run it in a checkout with nothing uncommitted, e.g. a clone).
 # Each is a bug an audit once found surviving (issue 33) or a report's number that a test recomputes.
-#   bash scripts/mutations.sh [CHECKOUT]     # ~2 min once .venv and the tiny model are set up
+#   bash scripts/mutations.sh [CHECKOUT]     # once .venv and the tiny model are set up: the unit-test mutations take
+#   ~5 min; each real CPU run (pytest -m train tests) minutes more on a loaded 2-core machine
 # Prints each mutation, the tests' verdict, and exits 1 when one survives (its tests passed).
 set -u
 cd "${1:-.}"
@@ -42,6 +43,75 @@ run eval_sides_swapped 's|base, tuned = side(results, "base"), side(results, "tu
   tests/train/test_eval_cpu.py
 run resume_lr_noop_real '/def on_train_begin(self, args, state, control/a\        return' src/rocmft/callbacks/resume_lr.py \
   "tests/train/test_train_cpu.py::test_resume_continues_the_step_count_with_a_lower_learning_rate"
+# Issue 44: the checks that guard a GPU booking, and the tests that now prove what they claim.
+run canary_grad_norm_dropped 's|for quantity in ("loss", "grad_norm"):|for quantity in ("loss",):|' src/rocmft/canary/__init__.py \
+  tests/unit/canary/test_canary.py
+run price_upper_end_doubled 's|{cost.money(slow \* price)}|{cost.money(2 * slow * price)}|' src/rocmft/cli/plan.py \
+  tests/unit/plan/test_cost.py
+run price_per_million_collapsed 's|cost.per_million_tokens(price, lo))}|cost.per_million_tokens(price, hi))}|' src/rocmft/cli/plan.py \
+  tests/unit/plan/test_cost.py
+run default_hf_cache_refused 's|if first.startswith(".") and first != ".cache":|if first.startswith("."):|' src/rocmft/launch/mountable.py \
+  tests/unit/launch/test_mountable.py
+run var_lib_not_a_system_tree 's|"/var/run", "/var/lib", |"/var/run", |' src/rocmft/launch/mountable.py \
+  tests/unit/launch/test_mountable.py
+run liger_rule_skips_pt 's|^FLCE_STAGES = ("sft", "pt")|FLCE_STAGES = ("sft",)|' src/rocmft/recipe/rules.py \
+  tests/unit/recipe/test_rules.py
+run liger_rule_skips_freeze 's|        return "lm_head" in _listed(args.get("freeze_extra_modules"))|        return False|' src/rocmft/recipe/rules.py \
+  tests/unit/recipe/test_rules.py
+run certificates_one_variable 's|^ALL_SERVICES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_\*")|ALL_SERVICES = ("REQUESTS_CA_BUNDLE",)|' src/rocmft/recipe/recipe_env.py \
+  tests/unit/launch/test_job_trust.py -k certificates
+run certificates_need_no_opt_in 's|^             "CURL_CA_BUNDLE", "SSL_CERT_\*")|             )|' src/rocmft/recipe/recipe_env.py \
+  tests/unit/launch/test_job_trust.py -k "opt_in and not trust_remote_code"
+run dry_run_prints_a_secret "s|=<from your shell, never written>\" for name in secrets\]|={__import__('os').environ.get(name)}\" for name in secrets]|" src/rocmft/launch/dry_run.py \
+  tests/unit/cli/test_train_dry_run.py
+run real_tokens_per_gpu_not_divided 's|"real_tokens_per_s_per_gpu": real_total / elapsed / max(1, world_size)}|"real_tokens_per_s_per_gpu": real_total / elapsed}|' src/rocmft/callbacks/metrics.py \
+  tests/unit/callbacks/test_real_tokens.py
+run real_tokens_warmup_counted 's|        before = self.steps\[warmup - 1\]\["real_tokens"\] if warmup > 0 else 0|        before = 0|' src/rocmft/callbacks/metrics.py \
+  tests/unit/callbacks/test_real_tokens.py
+run real_tokens_shard_not_unwrapped 's|        loader = getattr(loader, "base_dataloader", loader)|        loader = loader|' src/rocmft/callbacks/metrics.py \
+  tests/unit/callbacks/test_real_tokens.py
+run memory_trace_free_requested_frees 's|        elif action == "free_completed" and addr in live:|        elif action in ("free_requested", "free_completed") and addr in live:|' src/rocmft/callbacks/memory_trace.py \
+  tests/unit/callbacks/test_memory_trace.py
+run tunableop_key_without_batch 's|"batch": str(args.get("per_device_train_batch_size") or 1)|"batch": "1"|' src/rocmft/launch/tuning.py \
+  tests/unit/launch/test_tuning.py
+run dequant_rdna3_as_cdna3 's|"rdna3": 128.0|"rdna3": 247.0|' src/rocmft/plan/quant.py tests/unit/plan/test_plan_quant.py
+run dequant_family_ignored 's|    ratio = FLOPS_PER_BYTE.get(family, FALLBACK_FLOPS_PER_BYTE)|    ratio = FLOPS_PER_BYTE["cdna3"]|' src/rocmft/plan/quant.py \
+  tests/unit/plan/test_plan_quant.py
+run terminal_c1_passed_on 's|^TERMINAL_CONTROL = re.compile(r"\[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029\]")|TERMINAL_CONTROL = re.compile(r"[\\x00-\\x08\\x0b-\\x1f\\x7f\\u2028\\u2029]")|' src/rocmft/io/safe_text.py \
+  tests/unit/launch/test_terminal_escapes.py
+run one_line_c1_passed_on 's|^CONTROL = re.compile(r"\[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029\]")|CONTROL = re.compile(r"[\\x00-\\x1f\\x7f\\u2028\\u2029]")|' src/rocmft/io/safe_text.py \
+  tests/unit/launch/test_terminal_escapes.py
+run append_to_another_users_file 's|    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.getuid():|    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:|' src/rocmft/io/hostio.py \
+  tests/unit/run/test_run_dir_attacks.py
+run session_guard_blind 's|^    changes = ProcessState.now().changes_since(before)$|    changes = []|' tests/conftest.py \
+  tests/unit/test_session_guard.py
+run session_guard_never_restores 's|^        before.restore()$|        pass|' tests/conftest.py tests/unit/test_session_guard.py
+run harness_sections_merged 's|        data\["harness"\] = dict(harness)|        data["harness"] = {**dict(harness), "rows": [*(existing.get("harness") or {}).get("rows", []), *harness["rows"]]}|' src/rocmft/evaluate/report.py \
+  tests/unit/evaluate/test_harness.py
+# Issue 44's fresh mutations of this round's GPU-selection rule (launch/devices.py); four survived the first
+# tests (the boundary of "free", a pre-rule plan on a two-arch host, a boolean pid, a label spelled through a link).
+DEV=src/rocmft/launch/devices.py
+run dev_other_host_holds 's|    if status.get("state") != "running" or status.get("host") != hostname:|    if status.get("state") != "running":|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_exited_container_holds 's|    elif container is not None and container\[1\] in HOLDING_STATES:|    elif container is not None:|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_last_gpus_not_first 's|    return tuple(mine\[:nproc\])|    return tuple(mine[len(mine) - nproc:])|' $DEV tests/unit/launch/test_devices.py
+run dev_other_arch_gpus_chosen 's|    mine = \[str(g.index) for g in host_gpus if g.gfx == arch.name\]|    mine = [str(g.index) for g in host_gpus]|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_free_counts_taken 's|if g.gfx == arch.name and str(g.index) not in taken\]|if g.gfx == arch.name]|' $DEV tests/unit/launch/test_devices.py
+run dev_free_off_by_one 's|    if len(free) >= nproc:|    if len(free) > nproc:|' $DEV tests/unit/launch/test_devices.py
+run dev_pre_rule_plan_holds_every_arch 's|        return tuple(str(g.index) for g in host_gpus if not gfx or g.gfx == gfx)|        return tuple(str(g.index) for g in host_gpus)|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_boolean_pid_alive 's|    if isinstance(pid, int) and not isinstance(pid, bool) and alive(pid):|    if isinstance(pid, int) and alive(pid):|' $DEV \
+  tests/unit/launch/test_devices.py
+run dev_user_selection_ignored 's|    return prep.gpus or default_selection(|    return default_selection(|' $DEV tests/unit/launch/test_devices.py
+run dev_label_not_resolved 's|    return os.path.realpath(path)|    return str(path)|' $DEV tests/unit/launch/test_devices.py
+# Real runs (pytest -m train): DeepSpeed's own ZeRO-3 layout (its CPU comm op is compiled once into .cache/), the
+# canary's tolerance against a bf16 run that must agree.
+run zero3_shard_not_counted 's|        held = getattr(param, "ds_tensor", None)|        held = None|' src/rocmft/callbacks/metrics.py \
+  tests/train/test_zero3_layout_cpu.py
+run canary_false_alarm_on_bf16 's|    return 2 \* step \* max(UNIT_ROUNDOFF\[precision_name\], FP32_REORDER)|    return 2 * step * FP32_REORDER|' src/rocmft/canary/__init__.py \
+  tests/train/test_canary_cpu.py -k bf16
 git checkout -q -- .
 if (( ${#survived[@]} )); then echo "survived: ${survived[*]}"; exit 1; fi
 echo "every mutation killed"

@@ -225,6 +225,45 @@ def harness_evaluated_demo(demo_run: TrainedRun, tmp_path_factory):
         yield run, env, proc.stdout
 
 
+# ---- benchmarks/gpu_truth.py --dry-run once for the session (`gpu_truth_dry`): its two `rocmft bench` runs of
+# tiny-cpu (neat-packed and padded rows) are the bench tests' runs too (tests/train/test_bench_cpu.py), so the same
+# two setups are benched once, not twice. The padded configuration runs exactly one epoch of its data.
+
+@dataclass(frozen=True)
+class GpuTruthDry:
+    """What `gpu_truth.py run --dry-run --repeats 1 --steps <one epoch>` left: its work dir (model, data, bench.csv,
+    the CSV/table), its runs (ROCMFT_RUNS of `env`), what it printed, and the step count. Shared: never write in
+    `work` or `runs` (the session fails)."""
+
+    work: Path
+    runs: Path
+    env: dict
+    output: str
+    steps: int
+    rows: int  # rows of the data (the demo's alpaca rows, repeated once)
+
+    def run_dir(self, config: str) -> Path:
+        [found] = [p for p in self.runs.iterdir() if p.name.startswith(f"gpu_truth-{config}-")]
+        return found
+
+
+@pytest.fixture(scope="session")
+def gpu_truth_dry(tmp_path_factory, tiny_model) -> GpuTruthDry:
+    from rocmft.recipe import recipes
+
+    tmp = tmp_path_factory.mktemp("gpu-truth-dry")
+    env = offline_env(tmp, MPLCONFIGDIR=str(tmp / "mpl"))
+    rows = sum(1 for line in (ROOT / "data" / "demo_alpaca.jsonl").read_text().splitlines() if line.strip())
+    steps = -(-rows // int(recipes.load("tiny-cpu").llamafactory["per_device_train_batch_size"]))  # one epoch, padded
+    proc = subprocess.run([PYTHON, str(ROOT / "benchmarks" / "gpu_truth.py"), "run", "--dry-run", "--matrix", "next",
+                           "--steps", str(steps), "--repeats", "1", "--timeout", "900", "--work", str(tmp / "work")], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=2400, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    found = GpuTruthDry(tmp / "work", tmp / "runs", env, proc.stdout, steps, rows)
+    with _unchanged(found.work, "the session's gpu_truth work dir"), _unchanged(found.runs, "the session's bench runs"):
+        yield found
+
+
 # ---- CI: a skip is a failure (ROCMFT_REQUIRE_SERVICES=1)
 # CI starts every service and installs everything the suite uses (the CPU stack, the tiny model, Chromium),
 # so nothing it runs may skip: a skipped test would be counted as a pass that proved nothing. Only skips

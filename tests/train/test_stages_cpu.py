@@ -83,17 +83,33 @@ def test_sft_then_dpo_from_its_adapter_then_chat(env, sft):
     assert report["data"] == "demo_alpaca" and report["tuned_model"].endswith(f"adapter {sft}/output,{run}/output")
     assert all(math.isfinite(report[side]["eval_loss"]) and report[side]["generated_rows"] == 2
                for side in ("base", "tuned")), report
-    # the harness on the same run: "tuned" merges both adapters in chain order, "base" loads none
-    harness = subprocess.run(["make", "-s", "eval", "RUN=last", "TASKS=rocmft_demo_choice", "LIMIT=2", "VERBOSE=1"],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    # the harness on the same run: "tuned" merges both adapters in chain order, "base" loads none. Beside a shipped
+    # task, a team's own task YAML by its path (a copy of the shipped identity task under another name, outside
+    # eval_tasks/), and LIMIT=2: the harness reads the file and scores 2 rows of each task.
+    folder = ROOT / ".cache" / "test-own-task"
+    folder.mkdir(parents=True, exist_ok=True)
+    own = folder / f"own_identity_{run.parent.name}.yaml"  # one per test run: runs of other checkouts don't share it
+    own.write_text((ROOT / "eval_tasks" / "rocmft_demo" / "identity.yaml").read_text()
+                   .replace("task: rocmft_demo_identity", "task: our_identity_check"))
+    try:
+        harness = subprocess.run(["make", "-s", "eval", "RUN=last", f"TASKS=rocmft_demo_choice,{own.relative_to(ROOT)}",
+                                  "LIMIT=2", "VERBOSE=1"],
+                                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    finally:
+        own.unlink()
     assert harness.returncode == 0, harness.stdout + harness.stderr[-3000:]
     log = harness.stdout + harness.stderr
     merged = re.findall(r"^\[rocmft\] harness: adapter (\S+) merged$", log, re.M)
     assert merged == [f"{sft}/output", f"{run}/output"], log[-3000:]  # once each, tuned side only, in order
     assert re.search(r"^\[rocmft\] harness: base = \S+$", log, re.M), log[-3000:]  # no " + adapter"
     both = json.loads((run / "eval.json").read_text())
-    assert both["data"] == "demo_alpaca" and both["harness"]["rows"][0]["n"] == 2  # the held-out report kept
-    assert both["harness"]["tuned_model"].endswith(f"adapter {sft}/output,{run}/output")
+    assert both["data"] == "demo_alpaca"  # the held-out report kept
+    section = both["harness"]
+    assert section["tuned_model"].endswith(f"adapter {sft}/output,{run}/output")
+    assert section["tasks"] == ["rocmft_demo_choice", str(own.relative_to(ROOT))] and section["limit"] == 2
+    rows = {r["task"]: r for r in section["rows"]}
+    assert rows.keys() == {"rocmft_demo_choice", "our_identity_check"}, section["rows"]
+    assert all(r["n"] == 2 and r["base"] is not None and r["tuned"] is not None for r in rows.values()), rows
     listing = rocmft("runs", env=env).stdout
     assert any(line.split()[:3] == ["dpo", "tiny-cpu-dpo", "dpo"] and "reward accuracy" in line
                for line in listing.splitlines()), listing

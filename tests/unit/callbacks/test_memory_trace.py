@@ -29,16 +29,31 @@ def test_the_peak_is_the_highest_moment_with_what_was_live_then():
         {"action": "alloc", "addr": 1, "size": 4 * GIB, "frames": DS},
         {"action": "alloc", "addr": 2, "size": 2 * GIB, "frames": HF},
         {"action": "alloc", "addr": 3, "size": 1 * GIB, "frames": HF},   # peak: 7 GiB, DS 4 + HF 3
-        {"action": "free_requested", "addr": 1, "size": 4 * GIB},      # not yet given back: still live
-        {"action": "free_completed", "addr": 1, "size": 4 * GIB},
-        {"action": "alloc", "addr": 4, "size": 3 * GIB, "frames": HF},   # 6 GiB: below the peak
+        {"action": "free_completed", "addr": 2, "size": 2 * GIB},
+        {"action": "alloc", "addr": 4, "size": 1 * GIB, "frames": HF},   # 6 GiB: below the peak
     ]
     got = peak_breakdown({"device_traces": [events]})
-    assert got["traced_peak_gib"] == 7 and got["events"] == 6
+    assert got["traced_peak_gib"] == 7 and got["events"] == 5
     assert got["at_peak"] == [
         {"where": "deepspeed/runtime/zero/stage3.py:f1", "gib": 4.0, "blocks": 1},
         {"where": "transformers/models/llama/modeling_llama.py:f1", "gib": 3.0, "blocks": 2},
     ]
+
+
+def test_a_block_whose_free_is_only_requested_is_still_live():
+    """The allocator gives a block back at free_completed (after the streams that used it are done), not at
+    free_requested: a new allocation in between adds to it. Here that moment is the peak: 4 + 2 + 3 GiB."""
+    events = [
+        {"action": "alloc", "addr": 1, "size": 4 * GIB, "frames": DS},
+        {"action": "alloc", "addr": 2, "size": 2 * GIB, "frames": HF},
+        {"action": "free_requested", "addr": 1, "size": 4 * GIB},
+        {"action": "alloc", "addr": 3, "size": 3 * GIB, "frames": HF},   # 9 GiB with block 1 still held
+        {"action": "free_completed", "addr": 1, "size": 4 * GIB},
+    ]
+    got = peak_breakdown({"device_traces": [events]})
+    assert got["traced_peak_gib"] == 9
+    assert {row["where"]: row["gib"] for row in got["at_peak"]} == {"deepspeed/runtime/zero/stage3.py:f1": 4.0,
+                                                                  "transformers/models/llama/modeling_llama.py:f1": 5.0}
 
 
 def test_no_history_is_an_empty_breakdown():

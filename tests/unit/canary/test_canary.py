@@ -61,6 +61,20 @@ def test_verdicts():
     assert canary.compare(REF, REF[:2], "fp16", 3).verdict == "failed"  # no reference, no verdict
 
 
+def test_a_gradient_norm_alone_past_its_tolerance_diverges():
+    """A backward-only kernel bug (flash-attn's or Liger's backward): step 1's loss is the reference's to the last
+    bit, its gradient norm is 5% off; the losses of later steps stay within bf16's 2ku. Only the gradient norm
+    can tell, and it must."""
+    backward_bug = _steps((7.0, 2.0 * 1.05), (6.8 * (1 + 1e-3), 1.5), (6.5 * (1 + 1e-3), 1.2))
+    result = canary.compare(backward_bug, REF, "bf16", 3)
+    assert result.verdict == "diverges", result
+    assert (result.worst["step"], result.worst["quantity"]) == (1, "grad_norm")
+    assert result.worst["relative"] == pytest.approx(0.05)
+    nan_grad = _steps((7.0, float("inf")), (6.8, 1.5), (6.5, 1.2))  # a finite loss over an overflowed backward
+    result = canary.compare(nan_grad, REF, "bf16", 3)
+    assert (result.verdict, result.worst["quantity"]) == ("non-finite", "grad_norm")
+
+
 def test_models_start_from_the_same_values():
     tested = canary.Numerics("bf16", "fa2", True, "neat")
     assert canary.model_for(tested, tested) == ("bfloat16", False)  # stored in bf16, as Hub checkpoints are
@@ -102,3 +116,28 @@ def test_gpu_recipe_canary_runs_planned_for_its_arch_as_data(tmp_path, monkeypat
         assert plan.env["ROCR_VISIBLE_DEVICES"] == "0"  # one GPU of the arch
         assert plan.env["HIP_FORCE_DEV_KERNARG"] == arches.get("gfx942").env["HIP_FORCE_DEV_KERNARG"]
         assert plan.argv == ("python", "-u", "-m", "rocmft.worker", "--run-dir", prep.run_path)  # no torchrun: 1 process
+
+
+def test_a_recipe_whose_numerics_are_the_references_is_run_once(tmp_path, monkeypatch, capsys):
+    """tiny-cpu (fp32, SDPA, no Liger) is its own reference: one run, recorded under both names with a note, not a
+    second identical run (tests/train/test_canary_cpu.py compares two real runs: bf16 against fp32). The runs are
+    prepared as `make train` prepares them; their launch is replaced by the steps such a run logs."""
+    from rocmft.cli.main import build_parser
+
+    monkeypatch.setenv("ROCMFT_RUNS", str(tmp_path / "runs"))
+    launched = []
+
+    def launch(args, module, prep):
+        launched.append(prep.run_dir.name)
+        return 0, _steps((7.0, 2.0), (6.8, 1.5), (6.5, 1.2), (6.4, 1.1))
+
+    monkeypatch.setattr(cli, "_run", launch)
+    args = build_parser().parse_args(["canary", "tiny-cpu", "--runtime", "local"])
+    assert cli.run(args) == 0
+    [folder] = [p for p in (tmp_path / "runs").iterdir() if (p / "canary.json").is_file()]
+    record = yaml.safe_load((folder / "canary.json").read_text())
+    assert launched == [f"{folder.name}-reference"]
+    assert record["runs"]["recipe"]["run"] == record["runs"]["reference"]["run"]
+    assert record["runs"]["recipe"]["note"] == "the recipe's numerics are the reference's: one run"
+    assert record["verdict"] == "agrees" and record["bisection"] == []
+    assert ": agrees" in capsys.readouterr().out

@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import PYTHON, ROOT
 
 SYSTEM_PATH = ("/usr/bin", "/bin")
+# In the caller's shell, as on a user's login node: a dry run must show where they go, never what they are.
+SECRETS = {"HF_TOKEN": "hf_DryRunSecret0123456789", "WANDB_API_KEY": "wandb_DryRunSecret987654321"}
 SLURM_COMMANDS = {"sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo", "salloc", "sacct"}
 
 
@@ -37,7 +39,7 @@ def bare_host_env(tmp_path: Path) -> dict[str, str]:
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_HOST", "HF_HOME", "ROCR_VISIBLE_DEVICES")}
     env.update(DOCKER_HOST=f"unix://{tmp_path}/no-daemon.sock", PATH=path_without_slurm(tmp_path), HOME=str(home),
-               ROCMFT_RUNS=str(tmp_path / "runs"), HF_HUB_OFFLINE="1")
+               ROCMFT_RUNS=str(tmp_path / "runs"), HF_HUB_OFFLINE="1", **SECRETS)
     return env
 
 
@@ -53,10 +55,15 @@ def written_since(marker: float, *roots: Path) -> list[str]:
     return found
 
 
-def only_run_dir(tmp_path: Path, marker: float) -> Path:
+def only_run_dir(tmp_path: Path, marker: float, proc: subprocess.CompletedProcess) -> Path:
+    """The run dir, the only thing written; no secret's value in it nor in anything printed."""
     [run_dir] = list((tmp_path / "runs").iterdir())
     assert written_since(marker, ROOT, tmp_path / "home") == []
     assert '"state": "rendered"' in (run_dir / "status.json").read_text()
+    for name, value in SECRETS.items():
+        assert value not in proc.stdout + proc.stderr, name
+        leaked = [str(f) for f in run_dir.rglob("*") if f.is_file() and value.encode() in f.read_bytes()]
+        assert leaked == [], name
     return run_dir
 
 
@@ -73,8 +80,11 @@ def test_make_train_docker_dry_run_prints_the_container_with_no_daemon_and_no_gp
                  "--nproc_per_node 8", "as a docker run line: docker run --rm --pull=never",
                  "on THIS host a launch would stop here"):
         assert part in out, part
-    run_dir = only_run_dir(tmp_path, marker)
+    run_dir = only_run_dir(tmp_path, marker, proc)
     assert_plan_line_is_make_plans(out, env)
+    # the secrets by name only: the container gets them from the launching shell
+    assert "    HF_TOKEN=<from your shell, never written>" in out.splitlines()
+    assert "--env=HF_TOKEN" in out and "--env=WANDB_API_KEY" in out
     # the run dir and its job folder (output/, what a container may write: docs/security.md), nothing started
     assert sorted(p.name for p in run_dir.iterdir()) == ["container.json", "ds_config.json", "output", "plan.json",
                                                          "recipe.resolved.yaml", "status.json", "train.yaml",
@@ -118,4 +128,7 @@ def test_train_dry_run_other_runtimes_with_no_slurm_and_no_daemon(tmp_path, runt
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for part in shown:
         assert part in proc.stdout, (part, proc.stdout)
-    only_run_dir(tmp_path, marker)
+    run_dir = only_run_dir(tmp_path, marker, proc)
+    named = {"local": proc.stdout, "slurm": (run_dir / "sbatch.sh").read_text() if runtime == "slurm" else "",
+             "k8s": (run_dir / "pytorchjob.yaml").read_text() if runtime == "k8s" else ""}[runtime]
+    assert "HF_TOKEN" in named and "WANDB_API_KEY" in named  # passed on by name

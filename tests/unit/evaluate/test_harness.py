@@ -100,3 +100,36 @@ def test_a_qlora_run_and_an_outside_yaml_in_a_container_are_refused(tmp_path):
     [local] = harness_plan.where_problems(_target("runs/r/output"), chosen, "local", tmp_path, {})
     assert "from outside eval_tasks/" in local.message and "TRUST_TASK_CODE=1" in local.suggestion
     assert harness_plan.where_problems(_target("runs/r/output"), chosen, "local", tmp_path, {"TRUST_TASK_CODE": "1"}) == []
+
+
+def _section(tmp_path, tasks: str, task: str, limit=None) -> dict:
+    """A harness section as the report builds it from lm_eval's results of both sides (one accuracy each)."""
+    plan = harness_plan.build(_target("runs/r/output"), {"model_name_or_path": "models/base"},
+                              _settings(tmp_path, tasks=tasks, limit=limit), gpu=False)
+
+    def side(acc: float) -> dict:
+        return {"results": {task: {"acc,none": acc, "acc_stderr,none": 0.1}}, "n-samples": {task: {"effective": 3}},
+                "lm_eval": "0.4.13"}
+    return harness_report.build(plan, {"base": side(0.25), "tuned": side(0.75)})
+
+
+def test_a_later_harness_section_replaces_the_earlier_one_and_keeps_the_held_out_report(tmp_path):
+    """`make eval TASKS=a`, then `make eval TASKS=b LIMIT=3`: eval.json holds b's benchmarks only (a's rows beside
+    them would read as b's run), and the held-out report of an earlier `make eval` stays."""
+    import json
+
+    from rocmft.evaluate import report
+
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "mine.yaml").write_text("task: mine\n")
+    held_out = {"run": "r", "data": "held-out", "rows": 2, "base_model": "b", "tuned_model": "t", "template": "llama3",
+                "base": {"eval_loss": 2.0}, "tuned": {"eval_loss": 1.0}, "examples": []}
+    report.write(tmp_path, held_out)
+    report.write(tmp_path, harness=_section(tmp_path, "rocmft_demo", "rocmft_demo_choice"))
+    report.write(tmp_path, harness=_section(tmp_path, "evals/mine.yaml", "mine", limit="3"))
+    written = json.loads((tmp_path / "eval.json").read_text())
+    assert written["harness"]["tasks"] == ["evals/mine.yaml"] and written["harness"]["limit"] == 3
+    assert [(r["task"], r["base"], r["tuned"]) for r in written["harness"]["rows"]] == [("mine", 0.25, 0.75)]
+    assert written["tuned"]["eval_loss"] == 1.0 and report.tuned_loss(tmp_path) == 1.0
+    text = (tmp_path / "eval.md").read_text()
+    assert "| mine | acc |" in text and "rocmft_demo_choice" not in text and "| eval_loss | 2 | 1 |" in text

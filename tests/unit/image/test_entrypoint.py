@@ -31,8 +31,8 @@ def fake_root(tmp_path: Path, gfx_target_versions: list[int], *, kfd: bool = Tru
     return root
 
 
-def run(env: dict, *argv: str, user: str | None = None) -> subprocess.CompletedProcess:
-    cmd = ["bash", str(ENTRYPOINT), *(argv or ("echo", "command-ran"))]
+def run(env: dict, *argv: str, user: str | None = None, entrypoint: Path = ENTRYPOINT) -> subprocess.CompletedProcess:
+    cmd = ["bash", str(entrypoint), *(argv or ("echo", "command-ran"))]
     if user:
         cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
     full = {"PATH": os.environ["PATH"], "HOME": "/root", **env}
@@ -89,7 +89,8 @@ def test_render_nodes_missing(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to act as another user")
 def test_group_access_names_the_gid():
-    # Outside pytest's 0700 tmp folders, so that the unprivileged user can reach the tree.
+    # Outside pytest's 0700 tmp folders, so that the unprivileged user can reach the tree; and the script itself is
+    # copied there: a checkout under a 0700 home (root's, a private one) is out of that user's reach.
     base = Path(tempfile.mkdtemp(prefix="rocmft-entrypoint-", dir="/tmp"))
     try:
         _group_access(base)
@@ -99,13 +100,14 @@ def test_group_access_names_the_gid():
 
 def _group_access(base: Path) -> None:
     root = fake_root(base, [90402])
-    for path in (base, root, *root.rglob("*")):
+    entrypoint = Path(shutil.copy(ENTRYPOINT, base / "entrypoint.sh"))
+    for path in (base, root, entrypoint, *root.rglob("*")):
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     os.chown(root / "dev" / "kfd", 0, 44)
     os.chown(root / "dev" / "dri" / "renderD128", 0, 109)
     (root / "dev" / "kfd").chmod(0o660)
     (root / "dev" / "dri" / "renderD128").chmod(0o660)
-    proc = run({"ROCMFT_IMAGE_ARCH": "gfx942", "ROCMFT_CHECK_ROOT": str(root)}, user="65534")
+    proc = run({"ROCMFT_IMAGE_ARCH": "gfx942", "ROCMFT_CHECK_ROOT": str(root)}, user="65534", entrypoint=entrypoint)
     assert proc.returncode == 2, proc.stderr
     assert "--group-add 44" in proc.stderr and "--group-add 109" in proc.stderr
     assert "--group-add video --group-add render" in proc.stderr

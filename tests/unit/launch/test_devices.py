@@ -5,6 +5,7 @@ runtime does), held by a real live process, and released when it dies."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -102,6 +103,10 @@ def test_real_run_dirs_a_docker_run_whose_launcher_died_holds_while_its_containe
     dead.wait()
     runs.mark(run_dir, "running", runtime="docker", container="rocmft-orphan", launcher_pid=dead.pid, host=HOST)
     assert devices.check(plan, A["gfx942"], NODE) == []  # the daemon not asked: judged by its launcher alone
+    # the daemon's label spells the run dir another way (the runs folder reached through a link): the same run
+    (tmp_path / "link").symlink_to(tmp_path / "runs")
+    listed = {str(tmp_path / "link" / run_dir.name): ("rocmft-orphan", "running")}
+    assert [h.how for h in devices.holders(NODE, containers=listed)] == ["container rocmft-orphan, its launcher gone"]
     # the daemon's list (left_behind.labelled) as data: the container keeps running after its launcher
     listed = {str(run_dir): ("rocmft-orphan", "running")}
     [problem] = devices.check(plan, A["gfx942"], NODE, containers=listed)
@@ -114,7 +119,8 @@ def test_status_data_a_plan_naming_no_gpus_holds_every_gpu_of_its_arch():
     status = {"state": "running", "host": "h", "launcher_pid": 7, "arch": "gfx1100"}
 
     def held(plan, **kw):
-        return devices.holder("runs/r", {**status, **kw}, plan, hostname="h", alive=lambda pid: pid == 7,
+        # pid 1 lives too: os.kill(True, 0) asks about pid 1, so a launcher_pid of true must never reach alive()
+        return devices.holder("runs/r", {**status, **kw}, plan, hostname="h", alive=lambda pid: pid in (1, 7),
                               container=None, arch_gpus=lambda gfx: tuple(str(g.index) for g in mixed if g.gfx == gfx))
 
     assert held({"visible_devices": None, "arch": "gfx1100"}) == devices.Holder("runs/r", ("1", "2"), "pid 7")
@@ -129,3 +135,17 @@ def test_too_few_free_gpus_says_so_instead_of_naming_a_selection():
     [problem] = devices.busy(("0", "1"), 2, A["gfx942"], NODE, holders)
     assert problem.message == "GPU 0,1 are in use by run runs/big (pid 1)"
     assert problem.suggestion == "1 gfx942 GPU(s) free (7), the run needs 2: wait for that run to end, or stop it (`make runs`)"
+    # exactly as many free as the run needs: that selection is named
+    [problem] = devices.busy(("0",), 1, A["gfx942"], NODE, holders)
+    assert problem.suggestion == "GPUS=7 is free; or wait for that run to end (`make runs`)"
+
+
+def test_real_run_dirs_a_plan_naming_no_gpus_holds_only_the_gpus_of_its_arch(tmp_path, monkeypatch, live_pid):
+    """A run dir from before the rule (its plan.json names no GPUs) on a host with GPUs of two arches."""
+    run_dir, _ = _committed(tmp_path, monkeypatch, "0", "before-the-rule")
+    plan = json.loads((run_dir / "plan.json").read_text())
+    del plan["visible_devices"]
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+    runs.mark(run_dir, "running", runtime="local", launcher_pid=live_pid.pid, host=HOST)
+    host = (*NODE[:2], GPU(2, "gfx1100"))
+    assert [h.gpus for h in devices.holders(host)] == [("0", "1")]

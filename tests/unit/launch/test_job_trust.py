@@ -16,6 +16,7 @@ from rocmft.launch import plan as lp
 from rocmft.recipe import recipes
 from tests.conftest import rocmft
 
+CERTIFICATES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "CURL_CA_BUNDLE")
 HOST = {"HF_TOKEN": "hf_mine", "HUGGING_FACE_HUB_TOKEN": "hf_mine", "WANDB_API_KEY": "wandb_mine", "PATH": "/usr/bin"}
 
 
@@ -35,8 +36,8 @@ def test_a_trust_remote_code_recipe_without_the_opt_in_is_refused(command, job_e
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-@pytest.mark.parametrize("name", ["HF_ENDPOINT", "HF_HUB_ETAG_TIMEOUT", "WANDB_BASE_URL", "MLFLOW_TRACKING_URI", "LD_PRELOAD", "PYTHONPATH",
-                                  "BASH_ENV", "ld_library_path", "HTTPS_PROXY",
+@pytest.mark.parametrize("name", ["HF_ENDPOINT", "HF_HUB_ETAG_TIMEOUT", "WANDB_BASE_URL", "MLFLOW_TRACKING_URI", "LD_PRELOAD",
+                                  "PYTHONPATH", "BASH_ENV", "ld_library_path", "HTTPS_PROXY", *CERTIFICATES,
                                   # the toolchain a JIT build runs (issue 43, N9): DeepSpeed's op builder and torch's
                                   # cpp_extension find ninja, the compilers and ROCm by these
                                   "PATH", "CC", "CXX", "CPATH", "COMPILER_PATH", "ROCM_PATH", "HIP_PATH", "CFLAGS",
@@ -100,9 +101,14 @@ def test_a_recipe_naming_the_token_as_its_own_secret_still_does_not_get_it():
     assert "HF_TOKEN" not in p.secret_env and "HF_TOKEN" not in lp.job_env(p, HOST)
 
 
-def test_replaced_certificates_withhold_every_token_and_a_plain_recipe_gets_them_all():
-    p = plan(["env.REQUESTS_CA_BUNDLE=/tmp/ca.pem"])
-    assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(p.secret_env)
+@pytest.mark.parametrize("name", CERTIFICATES)
+def test_replaced_certificates_withhold_every_token_and_a_plain_recipe_gets_them_all(name):
+    """requests reads REQUESTS_CA_BUNDLE (and CURL_CA_BUNDLE), OpenSSL (so httpx, huggingface_hub's transport, and
+    curl) SSL_CERT_FILE / SSL_CERT_DIR: each one decides who may answer for every host."""
+    p = plan([f"env.{name}=/tmp/ca.pem"])
+    assert not {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"} & set(p.secret_env)
+    assert {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"} <= set(p.unset_env)
+    assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(lp.job_env(p, HOST))
     assert {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY"} <= set(plan([]).secret_env)
     assert not {"HF_TOKEN", "WANDB_API_KEY"} & set(plan([]).unset_env)
 

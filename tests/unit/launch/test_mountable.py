@@ -42,6 +42,7 @@ def problems_for(overrides=(), args=None, caller=ALICE, image="rocmft:gfx942"):
     ("/", "/ is a system folder"),
     ("/etc/triton", "/etc/triton is a system location (/etc)"),
     ("/var/run", "/var/run is a system location (/var/run)"),
+    ("/var/lib/docker/volumes/triton", "/var/lib/docker/volumes/triton is a system location (/var/lib)"),
     ("/home/alice/.ssh", "/home/alice/.ssh is in ~/.ssh, where credentials and settings live"),
     ("/home/alice/experiments/triton", "outside the caches a job may write"),
     # issue 43, N1: the host's own caches and HF_HOME (its token) are no cache roots any more; a root is never whole
@@ -125,10 +126,32 @@ def test_an_input_never_shows_hf_homes_token(path, why):
     ("dataset_dir", "/home", "/home is a system folder"),
     ("adapter_name_or_path", "/home/alice/.aws/a", "/home/alice/.aws/a is in ~/.aws, where credentials and settings live"),
     ("model_name_or_path", "/proc/1/root", "/proc/1/root is a system location (/proc)"),
+    ("model_name_or_path", "/var/lib/docker", "/var/lib/docker is a system location (/var/lib)"),
 ])
 def test_an_input_in_a_system_location_or_your_home_is_refused(key, path, why):
     assert problems_for(args={key: path}) == [
         f"error: {key}: {path} is not mounted into a job: {why} (point it at the model or data folder itself)"]
+
+
+# Most users set no HF_HOME: the Hugging Face cache is ~/.cache/huggingface (huggingface_hub's default), and the
+# models they name are snapshots in it. Neither may be refused as a dot-folder of the home.
+DEFAULT_HF = "/home/alice/.cache/huggingface"
+SNAPSHOT = f"{DEFAULT_HF}/hub/models--meta-llama--Meta-Llama-3-8B-Instruct/snapshots/8afb486c"
+
+
+def test_the_default_hugging_face_cache_is_mounted_as_a_cache_and_as_an_input():
+    caller = {"HOME": "/home/alice", "PATH": "/usr/bin"}  # no HF_HOME, no XDG_CACHE_HOME
+    plan = plan_for("llama3-8b-lora", [f"env.TRITON_CACHE_DIR={DEFAULT_HF}/triton"], env=caller)
+    host = mi300x_node(hf_home=DEFAULT_HF, hf_home_explicit=False)
+    spec = rt.container_spec(plan, A["gfx942"], host, image="i", args={"model_name_or_path": SNAPSHOT})
+    assert f"{DEFAULT_HF}/hub" in [m.source for m in spec.mounts]  # the snapshot comes with the hub cache
+    assert f"{DEFAULT_HF}/triton" in [m.source for m in spec.mounts if m.kind == "cache"]
+    assert [p.line() for p in rt.check_mounts(spec, caller) if "does not exist" not in p.message] == []
+    # the same rules before launch (recipe_problems): the default HF home is found from HOME, as the host does
+    job_env = {"TRITON_CACHE_DIR": f"{DEFAULT_HF}/triton"}
+    assert mountable.recipe_problems(job_env, {"model_name_or_path": SNAPSHOT}, ROOT, caller) == []
+    # ... and the dot-folders beside it still are refused
+    assert mountable.recipe_problems({}, {"model_name_or_path": "/home/alice/.config/hf"}, ROOT, caller)
 
 
 def test_a_socket_is_never_mounted(tmp_path):

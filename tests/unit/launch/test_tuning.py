@@ -26,6 +26,11 @@ def test_shape_key_follows_the_gemm_shapes_only():
     assert _shape("llama3-8b-lora", "learning_rate=1e-6") == key  # not a shape
     assert _shape("llama3-8b-lora", "cutoff_len=1024") != key  # tokens per micro-batch
     assert _shape("llama3-8b-lora", "lora_rank=64") != key  # the adapter's GEMMs
+    # padded rows: the micro-batch's row count is a GEMM dimension as much as its length
+    padded = ("neat_packing=false", "packing=false", "cutoff_len=2048")
+    two, four = _shape("llama3-8b-lora", *padded, "per_device_train_batch_size=2"), \
+        _shape("llama3-8b-lora", *padded, "per_device_train_batch_size=4")
+    assert "-2x2048-" in two and "-4x2048-" in four and two != four
 
 
 def test_reuse_rule_tunes_once_then_reads(tmp_path):

@@ -116,6 +116,30 @@ def test_liger_with_lora_training_lm_head_as_an_additional_target_is_switched_of
     assert out.args["enable_liger_kernel"] is False and notes_on(out, "enable_liger_kernel")
 
 
+def test_liger_on_the_shipped_pretraining_recipe_is_switched_off():
+    """`make train RECIPE=llama3-8b-pt-z3 SET=enable_liger_kernel=true`: stage pt, a full fine-tune under ZeRO-3,
+    would render the crash the rule cites (LLaMA-Factory fuses the loss for pt as for sft)."""
+    out = rendered("llama3-8b-pt-z3", "enable_liger_kernel=true")
+    assert out.args["stage"] == "pt" and out.args["enable_liger_kernel"] is False
+    [note] = notes_on(out, "enable_liger_kernel")
+    assert "switched off" in note and "linkedin/Liger-Kernel#1048" in note
+
+
+@pytest.mark.parametrize("extra, switched_off", [
+    ("embed_tokens,lm_head", True),  # LLaMA-Factory's comma-separated list: lm_head trained, sharded by ZeRO-3
+    ("lm_head", True),
+    ("embed_tokens", False),         # lm_head frozen: Liger's fused loss never writes its gradient
+    (None, False),
+])
+def test_a_freeze_fine_tune_trains_lm_head_only_when_it_names_it(extra, switched_off):
+    overrides = ["finetuning_type=freeze", "enable_liger_kernel=true"]
+    overrides += [f"freeze_extra_modules={extra}"] if extra else []
+    out = rendered("llama3-8b-full-z3", *overrides)
+    assert out.args["finetuning_type"] == "freeze" and rules.zero_stage(out.ds_config) == 3
+    assert out.args["enable_liger_kernel"] is (not switched_off)
+    assert bool(notes_on(out, "enable_liger_kernel")) is switched_off
+
+
 def test_each_rule_names_its_source():
     for rule in rules.RULES:
         assert rule.source and ("LLaMA-Factory" in rule.source or "#" in rule.source)

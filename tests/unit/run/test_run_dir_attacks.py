@@ -114,6 +114,22 @@ def test_append_refuses_a_hard_link_and_a_fifo(tmp_path, victim):
     assert untouched(victim)
 
 
+def test_append_refuses_a_file_of_another_user(tmp_path, monkeypatch):
+    """A job running as another uid (a shared cluster account, a container's user) may leave a log at a name the
+    host appends to: the host never writes into a file it does not own. As root (CI) the file really belongs to
+    nobody (65534); otherwise this process is seen as another uid than the file's."""
+    log = tmp_path / "train.log"
+    log.write_text("the other user's\n")
+    if os.geteuid() == 0:
+        os.chown(log, 65534, 65534)
+    else:
+        uid = os.getuid()
+        monkeypatch.setattr(os, "getuid", lambda: uid + 1)
+    with pytest.raises(hostio.UnsafeFile, match="not a regular file of this user"):
+        hostio.open_append(log)
+    assert log.read_text() == "the other user's\n"
+
+
 def test_eval_report_is_never_written_through_a_planted_link(run_dir, victim):
     from rocmft.evaluate import report
 
