@@ -21,7 +21,7 @@ bench-report: host ## [gpu] print results/bench.csv with the planner's predictio
 .PHONY: gpu-truth gpu-truth-bundle gpu-truth-report
 gpu-truth: tiny-model ## [gpu] measure the planner on this machine's GPU (shipped recipes, random Llama-3-8B) -> results/gpu_truth-<gpu>.csv (DRY_RUN=1: CPU rehearsal; PRODUCT=; MATRIX=next: issue 48's configurations)
 	@$(PY) benchmarks/gpu_truth.py run $(if $(call is_set,$(DRY_RUN)),--dry-run) $(call opt,--product,$(PRODUCT)) \
-	  $(if $(filter next,$(MATRIX)),--matrix next --tag next --deadline 520)
+	  $(call opt,--matrix,$(MATRIX))
 
 gpu-truth-bundle: setup ## [gpu] the pinned wheels gpu_truth needs on a bare GPU machine -> wheelhouse/gpu_truth/ (~25 MiB, carried there)
 	@$(PY) benchmarks/gpu_truth.py bundle

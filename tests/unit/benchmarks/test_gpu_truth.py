@@ -112,3 +112,14 @@ def test_measured_h200_rows_are_within_15_percent_of_the_planner(tmp_path, tiny_
                     off.append(f"{r['config']} {what}: measured/planned {value:.2f}")
     assert off == [], "the planner moved away from the H200 measurements: " + "; ".join(off)
     assert misses == set(KNOWN_MISSES), f"a known miss is now within 15%: {set(KNOWN_MISSES) - misses} (update the list)"
+
+
+def test_the_next_matrix_is_one_command_that_ends_within_nine_minutes_and_writes_its_own_files():
+    """`make gpu-truth MATRIX=next` hands only `--matrix next`: the run gets its 520 s deadline and its `-next` files
+    (the measured H200 CSV is never overwritten); what the user gives wins, and a CPU rehearsal keeps its names."""
+    given = gpu_truth.parse(["run", "--matrix", "next"])
+    assert (given.tag, given.deadline) == ("next", 520)
+    assert gpu_truth.parse(["run", "--matrix", "next", "--deadline", "300", "--tag", "mine"]).deadline == 300
+    assert gpu_truth.parse(["run", "--matrix", "next", "--tag", "mine"]).tag == "mine"
+    assert (gpu_truth.parse(["run"]).tag, gpu_truth.parse(["run"]).deadline) == ("", None)
+    assert gpu_truth.parse(["run", "--dry-run", "--matrix", "next"]).tag == ""
