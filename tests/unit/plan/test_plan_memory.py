@@ -217,12 +217,16 @@ def test_the_7900xtx_recipes_evaluation_fits_beside_the_training_state(name):
 # the planner's sizes, with "auto" filled by transformers' own rule (integrations/deepspeed.py
 # `trainer_config_finalize`), in a child process: the rule logs through deepspeed.comm, which needs a process group.
 _DEEPSPEED_RESIDENT = """
-import json, sys, tempfile, types
-import torch, deepspeed
+import datetime, json, sys, tempfile, types
+import torch
+from deepspeed.comm import comm
+from deepspeed.comm.torch import TorchBackend
 from deepspeed.runtime.zero.parameter_offload import DeepSpeedZeRoOffload
 from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
-deepspeed.init_distributed("gloo", auto_mpi_discovery=False, verbose=False,
-                           init_method="file://" + tempfile.mkdtemp() + "/pg", rank=0, world_size=1)
+torch.distributed.init_process_group("gloo", init_method="file://" + tempfile.mkdtemp() + "/pg", rank=0, world_size=1)
+# deepspeed.init_distributed's own branch for a group the caller made (it would first try the CPU accelerator's
+# oneCCL backend: a minute of compiling on this machine)
+comm.cdb = TorchBackend("gloo", datetime.timedelta(minutes=1), None)
 out = []
 for sizes, threshold, hidden in json.load(sys.stdin):
     if threshold == "auto":
