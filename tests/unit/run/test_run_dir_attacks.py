@@ -217,8 +217,9 @@ def test_make_runs_survives_a_status_of_the_wrong_shape(run_dir):
 RESUME = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from rocmft.run import runs
-found, skipped = runs.resume_checkpoint(sys.argv[1], "tiny-cpu")
+from pathlib import Path
+from rocmft.run import resume
+found, skipped = resume.checkpoint(Path(sys.argv[1]))
 print(found.name)
 for problem in skipped:
     print(problem.message)
