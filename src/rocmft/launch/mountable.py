@@ -14,7 +14,8 @@ read-write. So (issues 32 and 43):
     could point anywhere);
   - an input is never a system location (/etc, /usr, /proc, /run, the Docker socket...), never your home
     folder or one above it, never a dot-folder of your home (~/.ssh, ~/.aws, ~/.cache: HF_HOME and its token
-    live there by default), never HF_HOME, inside it or above it;
+    live there by default), never HF_HOME, inside it or above it, but for its hub and datasets caches (a job gets
+    those mounted anyway; the token is not in them);
   - neither is ever a socket (a bind-mounted docker.sock is root on the host), nor holds a character a runtime's
     mount syntax reads (`,` splits Apptainer's --bind list, `:` Docker's and Apptainer's source:target:mode): a
     path `.../x,/home` became a second, read-write bind of /home (issue 43, N7).
@@ -175,8 +176,13 @@ def cache_problems(caches: Iterable[tuple[str, str]], roots: list[str], home: st
 
 
 def _near_hf_home(path: str, hf_home: str, home: str) -> str | None:
-    """Why an input would show the Hub token: in ~/.cache (HF_HOME's default), or HF_HOME, inside it or above it."""
+    """Why an input would show the Hub token: in ~/.cache (HF_HOME's default), or HF_HOME, inside it or above it.
+    Inside HF_HOME's hub or datasets cache is fine (a model snapshot there is most users' setup): the job gets those
+    two mounted anyway (docker/spec.py), and the token lives beside them, never in them."""
+    shared = tuple(posixpath.join(hf_home, name) for name in ("hub", "datasets")) if hf_home else ()
     for candidate in dict.fromkeys((posixpath.normpath(path), _real(path))):
+        if any(_inside(candidate, folder) for folder in shared):
+            continue
         if home and posixpath.isabs(home) and _inside(candidate, posixpath.join(home, ".cache")):
             return f"{candidate} is in ~/.cache, where HF_HOME keeps the Hub token"
         if hf_home and (_inside(candidate, hf_home) or _inside(hf_home, candidate)):

@@ -139,19 +139,24 @@ DEFAULT_HF = "/home/alice/.cache/huggingface"
 SNAPSHOT = f"{DEFAULT_HF}/hub/models--meta-llama--Meta-Llama-3-8B-Instruct/snapshots/8afb486c"
 
 
-def test_the_default_hugging_face_cache_is_mounted_as_a_cache_and_as_an_input():
+def test_the_default_hugging_face_cache_is_mounted_as_the_hub_cache_and_as_an_input_never_as_a_cache():
+    """Most users have no HF_HOME: ~/.cache/huggingface. Its hub cache comes with every job and a snapshot in it is a
+    fine input; a cache variable in it is refused (issue 43, N1: caches live in per-image roots, and a container
+    writing in HF_HOME sits beside the token), and so is the rest of ~/.cache."""
     caller = {"HOME": "/home/alice", "PATH": "/usr/bin"}  # no HF_HOME, no XDG_CACHE_HOME
-    plan = plan_for("llama3-8b-lora", [f"env.TRITON_CACHE_DIR={DEFAULT_HF}/triton"], env=caller)
+    plan = plan_for("llama3-8b-lora", [], env=caller)
     host = mi300x_node(hf_home=DEFAULT_HF, hf_home_explicit=False)
     spec = rt.container_spec(plan, A["gfx942"], host, image="i", args={"model_name_or_path": SNAPSHOT})
     assert f"{DEFAULT_HF}/hub" in [m.source for m in spec.mounts]  # the snapshot comes with the hub cache
-    assert f"{DEFAULT_HF}/triton" in [m.source for m in spec.mounts if m.kind == "cache"]
     assert [p.line() for p in rt.check_mounts(spec, caller) if "does not exist" not in p.message] == []
     # the same rules before launch (recipe_problems): the default HF home is found from HOME, as the host does
-    job_env = {"TRITON_CACHE_DIR": f"{DEFAULT_HF}/triton"}
-    assert mountable.recipe_problems(job_env, {"model_name_or_path": SNAPSHOT}, ROOT, caller) == []
-    # ... and the dot-folders beside it still are refused
-    assert mountable.recipe_problems({}, {"model_name_or_path": "/home/alice/.config/hf"}, ROOT, caller)
+    assert mountable.recipe_problems({}, {"model_name_or_path": SNAPSHOT}, ROOT, caller) == []
+    assert mountable.recipe_problems({}, {"model_name_or_path": f"{DEFAULT_HF}/datasets/x"}, ROOT, caller) == []
+    [cache] = mountable.recipe_problems({"TRITON_CACHE_DIR": f"{DEFAULT_HF}/triton"}, {}, ROOT, caller)
+    assert cache.key == "env.TRITON_CACHE_DIR" and "outside the caches a job may write" in cache.message
+    # ... and HF_HOME itself, its token, the rest of ~/.cache and the dot-folders beside it still are refused
+    for refused in (DEFAULT_HF, f"{DEFAULT_HF}/token", "/home/alice/.cache/pip", "/home/alice/.config/hf"):
+        assert mountable.recipe_problems({}, {"model_name_or_path": refused}, ROOT, caller), refused
 
 
 def test_a_socket_is_never_mounted(tmp_path):
