@@ -224,8 +224,8 @@ from deepspeed.comm.torch import TorchBackend
 from deepspeed.runtime.zero.parameter_offload import DeepSpeedZeRoOffload
 from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 torch.distributed.init_process_group("gloo", init_method="file://" + tempfile.mkdtemp() + "/pg", rank=0, world_size=1)
-# deepspeed.init_distributed's own branch for a group the caller made (it would first try the CPU accelerator's
-# oneCCL backend: a minute of compiling on this machine)
+# deepspeed.comm's backend over that group (deepspeed.init_distributed's own branch for a group the caller made). On
+# CPU it loads DeepSpeed's shm comm op from TORCH_EXTENSIONS_DIR (the Makefile's .cache/), compiled once (~1 min).
 comm.cdb = TorchBackend("gloo", datetime.timedelta(minutes=1), None)
 out = []
 for sizes, threshold, hidden in json.load(sys.stdin):
