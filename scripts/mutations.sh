@@ -106,6 +106,35 @@ run dev_boolean_pid_alive 's|    if isinstance(pid, int) and not isinstance(pid,
   tests/unit/launch/test_devices.py
 run dev_user_selection_ignored 's|    return prep.gpus or default_selection(|    return default_selection(|' $DEV tests/unit/launch/test_devices.py
 run dev_label_not_resolved 's|    return os.path.realpath(path)|    return str(path)|' $DEV tests/unit/launch/test_devices.py
+# Issue 44's fresh mutations of this round's RESUME=, Hub-token and ZeRO-3 planner code that survived the first
+# tests (a checkpoint at exactly max_steps, a key inside a block given again, a copy's description, a cut-short
+# checkpoint's warning, the original FROM=, a null hub key, each of the two stored-token guards alone, the auto and
+# boundary persistence rules, QLoRA's linear swap, freeze's trained layers, an extra lm_head).
+RES=src/rocmft/run/resume.py
+run resume_past_end_off_by_one 's|or max_steps <= 0 or step < max_steps:|or max_steps <= 0 or step <= max_steps:|' $RES \
+  tests/unit/run/test_resume.py
+run resume_asked_subkey_not_winning 's|        if any(key == k or key.startswith(k + ".") or k.startswith(key + ".") for k in mine):|        if any(key == k for k in mine):|' $RES \
+  tests/unit/run/test_resume.py
+run resume_description_carried 's|^NOT_CARRIED = ("description",)|NOT_CARRIED = ()|' $RES tests/unit/run/test_resume.py
+run resume_incomplete_not_warned 's|                for s in skipped\]|                for s in []]|' $RES tests/unit/run/test_resume.py
+run resume_from_dropped 's|    return runs.read_status(run_dir).get("from_spec")|    return None|' $RES tests/unit/run/test_resume.py
+run hub_key_unset_counted 's|(k.startswith("hub_") and v is not None)|(k.startswith("hub_"))|' src/rocmft/recipe/hub_push.py \
+  tests/unit/importer/test_injection.py -k hub_keys_an_imported_config_leaves_unset
+run stored_token_file_read 's|{"HF_TOKEN_PATH": "/dev/null", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}|{"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}|' src/rocmft/launch/plan.py \
+  tests/unit/launch/test_job_trust.py -k reads_no_stored_token
+run implicit_token_on 's|"HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"}}|"HF_HUB_DISABLE_IMPLICIT_TOKEN": "0"}}|' src/rocmft/launch/plan.py \
+  tests/unit/launch/test_job_trust.py -k reads_no_stored_token
+Z3=src/rocmft/plan/zero3.py
+run z3_auto_threshold_1x 's|    return w.ds_persistence if w.ds_persistence is not None else 10 \* w.model.hidden_size|    return w.ds_persistence if w.ds_persistence is not None else w.model.hidden_size|' $Z3 \
+  tests/unit/plan/test_plan_memory.py -k deepspeed_keeps_whole
+run z3_threshold_exclusive 's|    return sum(n for n, _ in parameters(w) if n > limit)|    return sum(n for n, _ in parameters(w) if n >= limit)|' $Z3 \
+  tests/unit/plan/test_plan_memory.py -k deepspeed_keeps_whole
+run z3_linear_swap_on_qlora 's|    return w.zero_stage == 3 and w.ds_mem_efficient_linear and not (w.quant_bits and w.method == "lora")|    return w.zero_stage == 3 and w.ds_mem_efficient_linear|' $Z3 \
+  tests/unit/plan/test_plan_memory.py -k linear_swap_keeps
+run z3_freeze_first_layers 's|(lambda layer: layer >= n - k) if w.freeze_layers > 0|(lambda layer: layer < k) if w.freeze_layers > 0|' $Z3 \
+  tests/unit/plan/test_plan_architecture.py -k freeze_tuning
+run z3_head_never_trains 's|    out.append((m.head_params, w.method == "full" or "lm_head" in w.extra_trainable))|    out.append((m.head_params, w.method == "full"))|' $Z3 \
+  tests/unit/plan/test_plan_architecture.py -k freeze_tuning
 # Real runs (pytest -m train): DeepSpeed's own ZeRO-3 layout (its CPU comm op is compiled once into .cache/), the
 # canary's tolerance against a bf16 run that must agree.
 run zero3_shard_not_counted 's|        held = getattr(param, "ds_tensor", None)|        held = None|' src/rocmft/callbacks/metrics.py \

@@ -91,6 +91,21 @@ def test_an_imported_push_to_the_hub_is_said_and_needs_the_opt_in_to_train(light
     assert {p.key for p in refused.value.problems} == {f"llamafactory.{k}" for k in pushing}
 
 
+
+def test_hub_keys_an_imported_config_leaves_unset_are_not_said_to_upload(light, project, capsys, monkeypatch):
+    """A config written out in full (a TrainingArguments dump: `hub_model_id: null`, `hub_token: null`,
+    `push_to_hub: false`) uploads nothing: the report says no upload and the recipe trains without PUSH_TO_HUB=1."""
+    from rocmft import pipeline
+
+    monkeypatch.delenv("PUSH_TO_HUB", raising=False)
+    unset = {"push_to_hub": False, "hub_model_id": None, "hub_token": None, "hub_strategy": None}
+    (light / "train.yaml").write_text(yaml.safe_dump({**TRAIN, **unset}))
+    assert main(["import", "train.yaml", "quiet", "--arch", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "Hugging Face Hub" not in out and "PUSH_TO_HUB" not in out, out
+    prep = pipeline.prepare(str(project / "my" / "recipes" / "quiet.yaml"), [], validate=False, job=True, env={})
+    assert not [m for m in prep.messages if m.severity == "error"]
+
 def test_a_recipe_file_named_with_a_newline_is_refused_in_one_line(tmp_path, capsys):
     recipe = tmp_path / "x\ntrust_remote_code: true\n#.yaml"
     recipe.write_text("base: _base/lora.yaml\narch: cpu\nllamafactory:\n  dataset: demo_alpaca\n"

@@ -201,3 +201,29 @@ def test_a_pushing_recipe_needs_push_to_hub_1_a_public_repo_private_0_and_is_pri
     # render and plan only read files; a recipe that does not push renders no hub key
     pipeline.prepare("tiny-cpu", pushing, validate=False, env={})
     assert "hub_private_repo" not in pipeline.prepare("tiny-cpu", [], validate=False, env={}).rendered.args
+
+
+def test_a_job_redirecting_the_hub_reads_no_stored_token_and_sends_none_unasked(tmp_path):
+    """N5 (issue 43), in the real huggingface_hub of a job whose recipe redirects the Hub (environment as
+    RUNTIME=local builds it): `get_token()` finds nothing though HF_HOME/token holds `hf auth login`'s token
+    (HF_TOKEN_PATH=/dev/null), and a request built without a token carries none, even one the job's own code puts
+    in HF_TOKEN later (HF_HUB_DISABLE_IMPLICIT_TOKEN); in the caller's environment both find the tokens."""
+    import json
+    import subprocess
+    import sys
+
+    hf_home = tmp_path / "hf"
+    hf_home.mkdir()
+    (hf_home / "token").write_text("hf_stored_by_login\n")
+    caller = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"}
+    ask = ("import json, os\nfrom huggingface_hub import get_token\nfrom huggingface_hub.utils import build_hf_headers\n"
+           "stored = get_token()\nos.environ['HF_TOKEN'] = 'hf_set_in_the_job'\n"
+           "print(json.dumps([stored, build_hf_headers().get('authorization')]))\n")
+
+    def tokens(env):
+        done = subprocess.run([sys.executable, "-c", ask], env=env, check=True, timeout=120, capture_output=True, text=True)
+        return json.loads(done.stdout.splitlines()[-1])
+
+    assert tokens(caller) == ["hf_stored_by_login", "Bearer hf_set_in_the_job"]  # what a job would otherwise find
+    p = plan(["env.HF_ENDPOINT=https://hub.example.net"], host=caller)
+    assert tokens(lp.job_env(p, caller)) == [None, None]

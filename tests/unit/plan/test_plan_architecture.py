@@ -10,7 +10,7 @@ import json
 import pytest
 
 from rocmft.io.problems import ProblemReport
-from rocmft.plan import check, memory, models, throughput
+from rocmft.plan import check, memory, models, throughput, zero3
 
 TABLE = ("Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b", "mistralai/Mixtral-8x7B-v0.1", "google/gemma-3-12b-it",
          "google/gemma-3-1b-it", "mistralai/Mistral-Small-24B-Instruct-2501", "Qwen/Qwen3-8B")
@@ -271,3 +271,25 @@ def test_every_table_names_kind_is_its_configs():
         family, moe = models.name_kind(name)
         assert moe == spec.is_moe, name
         assert family in ("", models._TYPE_FAMILY.get(spec.model_type, spec.model_type)), name
+
+
+@pytest.mark.parametrize("layers", [2, -2])
+def test_zero3_trains_what_llamafactorys_freeze_tuning_trains(layers, tmp_path, recipe_factory):
+    """freeze_trainable_layers: 2 trains the last two layers, -2 the first two, freeze_extra_modules: lm_head the
+    head too (LLaMA-Factory's own _setup_freeze_tuning, run on the model built from the config the planner read).
+    On a MoE model whose first layer is dense, which layers train changes what trains: ZeRO-3's parameter listing
+    (what it keeps whole and gathers, trainable or not) trains the real model's elements."""
+    from llamafactory.hparams import FinetuningArguments
+    from llamafactory.model.adapter import _setup_freeze_tuning
+
+    cfg = {**TINY["qwen3_moe"], "mlp_only_layers": [0]}
+    (tmp_path / "moe").mkdir()
+    (tmp_path / "moe" / "config.json").write_text(json.dumps(cfg))
+    asked = {"finetuning_type": "freeze", "freeze_trainable_layers": layers, "freeze_extra_modules": "lm_head"}
+    w = check(recipe_factory(model_name_or_path=str(tmp_path / "moe"), gpus=2, deepspeed="zero3", **asked),
+              strict=True).workload
+    model = _meta_model(cfg)
+    _setup_freeze_tuning(model, FinetuningArguments(**asked), is_trainable=True, cast_trainable_params_to_fp32=False)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert "lm_head.weight" in {n for n, p in model.named_parameters() if p.requires_grad}
+    assert sum(n for n, trains in zero3.parameters(w) if trains) == trained

@@ -211,3 +211,77 @@ def test_the_7900xtx_recipes_evaluation_fits_beside_the_training_state(name):
         logits = 4 * 2048 * w.model.vocab_size * activations.LOGITS_FORWARD_BYTES / 2**30
         # three more packed rows' logits, and their share of one layer's working set (~7% more)
         assert logits * 3 / 4 < four.eval_gib - plan.eval_gib < logits * 3 / 4 * 1.15
+
+
+# DeepSpeed's own persistence rule (runtime/zero/parameter_offload.py `mark_persistent_parameters`) on tensors of
+# the planner's sizes, with "auto" filled by transformers' own rule (integrations/deepspeed.py
+# `trainer_config_finalize`), in a child process: the rule logs through deepspeed.comm, which needs a process group.
+_DEEPSPEED_RESIDENT = """
+import datetime, json, sys, tempfile, types
+import torch
+from deepspeed.comm import comm
+from deepspeed.comm.torch import TorchBackend
+from deepspeed.runtime.zero.parameter_offload import DeepSpeedZeRoOffload
+from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+torch.distributed.init_process_group("gloo", init_method="file://" + tempfile.mkdtemp() + "/pg", rank=0, world_size=1)
+# deepspeed.comm's backend over that group (deepspeed.init_distributed's own branch for a group the caller made). On
+# CPU it loads DeepSpeed's shm comm op from TORCH_EXTENSIONS_DIR (the Makefile's .cache/), compiled once (~1 min).
+comm.cdb = TorchBackend("gloo", datetime.timedelta(minutes=1), None)
+out = []
+for sizes, threshold, hidden in json.load(sys.stdin):
+    if threshold == "auto":
+        ds = HfTrainerDeepSpeedConfig({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": "auto"}})
+        ds.trainer_config_finalize(types.SimpleNamespace(get_warmup_steps=lambda n: 0),
+                                   types.SimpleNamespace(config=types.SimpleNamespace(hidden_size=hidden)), 1)
+        threshold = ds.config["zero_optimization"]["stage3_param_persistence_threshold"]
+    module = torch.nn.Module()
+    for i, n in enumerate(sizes):
+        p = torch.nn.Parameter(torch.empty(n, device="meta"))
+        p.ds_numel = n
+        module.register_parameter(f"p{i}", p)
+    kept = DeepSpeedZeRoOffload.mark_persistent_parameters(types.SimpleNamespace(module=module), threshold, sys.maxsize)
+    out.append([threshold, sum(p.ds_numel for p in kept)])
+print(json.dumps(out))
+"""
+
+
+def _deepspeed_resident(cases) -> list[tuple[float, int]]:
+    """[(threshold, elements DeepSpeed keeps whole)] for each (workload, its threshold or "auto")."""
+    import json
+    import subprocess
+    import sys
+
+    asked = [[[n for n, _ in zero3.parameters(w)], threshold, w.model.hidden_size] for w, threshold in cases]
+    done = subprocess.run([sys.executable, "-c", _DEEPSPEED_RESIDENT], input=json.dumps(asked), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [tuple(x) for x in json.loads(done.stdout.splitlines()[-1])]
+
+
+def test_zero3_keeps_whole_what_deepspeed_keeps_whole_at_auto_and_at_the_threshold_itself(recipe_factory):
+    """The planner's resident and gathered elements against DeepSpeed's own rule: "auto" is transformers' 10 x
+    hidden_size (a LoRA A matrix, 8 x 4096, stays whole under it), and a tensor of exactly the threshold stays
+    whole (DeepSpeed keeps `ds_numel <= threshold`: the norms, at a threshold of hidden_size)."""
+    pytest.importorskip("deepspeed", reason="DeepSpeed's rule needs the CPU training stack (make setup)")
+    w = _w(recipe_factory, gpus=8, deepspeed="zero3")  # Llama-2-7B LoRA rank 8: hidden_size 4096
+    total = sum(n for n, _ in zero3.parameters(w))
+    auto, at_hidden = replace(w, ds_persistence=None), replace(w, ds_persistence=float(w.model.hidden_size))
+    deepspeed = _deepspeed_resident([(auto, "auto"), (at_hidden, w.model.hidden_size)])
+    for at, (threshold, kept) in zip((auto, at_hidden), deepspeed):
+        assert sum(zero3.resident(at)) == kept and zero3.partitioned(at) == total - kept, (at.ds_persistence, kept)
+        assert zero3.threshold(at) == threshold
+    assert threshold == 4096 and kept == 4096 * (2 * 32 + 1)  # at the threshold: 2 norms a layer + the final one
+
+
+def test_zero3_linear_swap_keeps_lora_inputs_but_not_qlora_ones(recipe_factory):
+    """DeepSpeed's swap replaces F.linear; bitsandbytes' 4-bit linears compute through their own op
+    (torch.ops.bitsandbytes.gemm_4bit, autograd/_functions.py MatMul4Bit): memory_efficient_linear changes a
+    LoRA run's activations under ZeRO-3, and nothing of a QLoRA run's."""
+    def activations_gib(w, swap):
+        return memory.estimate(replace(w, ds_mem_efficient_linear=swap)).gib("activations")
+
+    lora = _w(recipe_factory, gpus=2, deepspeed="zero3", lora_target="all", lora_dropout=0.05)
+    qlora = _w(recipe_factory, gpus=2, deepspeed="zero3", lora_target="all", lora_dropout=0.05, quantization_bit=4)
+    assert activations_gib(lora, True) > activations_gib(lora, False)
+    assert activations_gib(qlora, True) == activations_gib(qlora, False)
+    assert not [n for n in memory.estimate(qlora).notes if "linear swap" in n]

@@ -11,7 +11,7 @@ import yaml
 from rocmft import pipeline
 from rocmft.io.problems import ProblemReport
 from rocmft.recipe import recipes
-from rocmft.run import resume
+from rocmft.run import resume, runs
 from tests.unit.run.conftest import make_run
 from tests.unit.run.test_checkpoints import fake_checkpoint
 
@@ -87,3 +87,69 @@ def test_a_run_without_its_resolved_recipe_is_one_line(interrupted):
         resume.carried(interrupted, recipes.load("tiny-cpu"), [])
     [line] = str(exc.value).splitlines()
     assert "cannot read the interrupted run's recipe" in line and json.dumps(str(interrupted))[1:-1] in line
+
+
+def test_a_checkpoint_at_exactly_max_steps_is_refused_one_step_before_it_is_resumed(interrupted, runs_dir):
+    """The Trainer stops when global_step reaches max_steps: from checkpoint-1297 of a 1297-step run it would train
+    nothing and end as if it had succeeded; of a 1298-step run, one step is left."""
+    one_left = pipeline.prepare("tiny-cpu", ["max_steps=1298"], resume="asked", run_name="one", validate=False, env={})
+    assert one_left.resume_from.endswith("asked/output/checkpoint-1297")
+    with pytest.raises(ProblemReport) as exc:
+        pipeline.prepare("tiny-cpu", ["max_steps=1297"], resume="asked", run_name="none", validate=False, env={})
+    [error] = exc.value.errors
+    assert error.key == "llamafactory.max_steps" and error.message.startswith("1297, but RESUME starts at step 1297")
+    assert not (runs_dir / "none").exists()
+
+
+def test_a_key_inside_a_block_or_a_whole_block_given_again_wins_over_the_run_s(interrupted):
+    """The run had `watchdog: false` (one leaf); the command asks one watchdog threshold: the watchdog is the
+    recipe file's with that threshold, not the run's `false` with the threshold alone. The run had
+    env.MY_FLAG=1; the command gives the whole `env` block: the block is the command's."""
+    asked = ["watchdog.loss_rise_factor=3", 'env={"OTHER": "2"}']
+    carried, said = resume.carried(interrupted, recipes.load("tiny-cpu", asked), asked)
+    again = recipes.load("tiny-cpu", carried + asked)
+    watchdog = {**recipes.load("tiny-cpu").watchdog, "loss_rise_factor": 3}  # the file's min_steps, the defaults
+    assert dict(again.watchdog) == watchdog and watchdog["min_steps"] == 2
+    assert again.env == {"OTHER": "2"} and again.llamafactory["dataset"] == "demo_sharegpt"
+    changed = [p.message for p in said[1:]]
+    assert changed == [f'env.MY_FLAG: "1" in {interrupted} -> (not set) now (set on this command line)',
+                       f'env.OTHER: (not set) in {interrupted} -> "2" now (set on this command line)',
+                       f"watchdog: false in {interrupted} -> {json.dumps(watchdog)} now (set on this command line)"]
+    assert "watchdog" not in said[0].message and "env." not in said[0].message
+
+
+def test_the_description_a_copy_rewrote_is_no_setting_of_the_run(interrupted):
+    """`make copy` rewrites a run dir's recipe description; resuming keeps the recipe file's and says nothing of it."""
+    resolved = yaml.safe_load((interrupted / "recipe.resolved.yaml").read_text())
+    resolved["description"] = "a copy of tiny-cpu, edited"
+    (interrupted / "recipe.resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    carried, said = resume.carried(interrupted, recipes.load("tiny-cpu"), [])
+    again = recipes.load("tiny-cpu", carried)
+    assert again.description == recipes.load("tiny-cpu").description != "a copy of tiny-cpu, edited"
+    assert not [o for o in carried if o.startswith("description")]
+    assert "description=" not in said[0].message and "edited" not in said[0].message
+
+
+def test_a_newer_checkpoint_cut_short_is_skipped_with_a_warning_naming_it(interrupted):
+    """A node that died mid-save leaves checkpoint-1300 half written: RESUME takes 1297 and says why not 1300."""
+    from tests.unit.run.test_checkpoints import cut
+
+    cut(fake_checkpoint(interrupted / "output" / "checkpoint-1300", 1300) / "optimizer.pt")
+    prep = pipeline.prepare("tiny-cpu", resume="asked", run_name="again", validate=False, env={})
+    assert prep.resume_from.endswith("asked/output/checkpoint-1297")
+    [warning] = [m for m in prep.messages if m.severity == "warning" and m.key == "RESUME"]
+    assert warning.message.startswith(f"{interrupted}/output/checkpoint-1300 is incomplete (")
+    assert warning.message.endswith("): skipped")
+
+
+def test_a_resumed_run_records_the_run_it_was_started_from(runs_dir):
+    """A DPO run started FROM= an SFT run, interrupted, then resumed: the resumed run's status names the same SFT
+    run as its start (what `make runs` shows and a later resume of it starts from), not nothing."""
+    make_run(runs_dir, "sft")
+    first = pipeline.prepare("tiny-cpu-dpo", start_from="sft", run_name="dpo", validate=False, env={})
+    pipeline.commit(first)
+    fake_checkpoint(first.run_dir / "output" / "checkpoint-5", 5)
+    again = pipeline.prepare("tiny-cpu-dpo", resume="dpo", run_name="dpo-2", validate=False, env={})
+    pipeline.commit(again)
+    status = runs.read_status(again.run_dir)
+    assert status["from_spec"] == str(runs_dir / "sft") and status["started_from"] == f"{runs_dir}/sft (adapter)"
