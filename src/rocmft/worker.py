@@ -76,10 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_DIVERGED
     _resume_in_place(train_args, rank0)
     _load_cpu_indexed_storage()
+    # tuner before patcher: with llamafactory.model imported first, trl's DPO trainer (DPO, ORPO, SimPO) failed to
+    # import (trl.mergekit_utils: `No module named 'mergekit'`; tests/train/test_stages_cpu.py)
+    from llamafactory.train.tuner import run_exp
     from llamafactory.model import patcher
 
     patcher.configure_attn_implementation = gpt_oss_eager(patcher.configure_attn_implementation)
-    from llamafactory.train.tuner import run_exp
 
     from .callbacks.stop import Stopped
     from .callbacks.watchdog import Diverged
