@@ -26,6 +26,8 @@ import signal
 import subprocess
 import tempfile
 import time
+import contextlib
+import sys
 import uuid
 from pathlib import Path
 
@@ -136,6 +138,25 @@ def launching_uid() -> int:
     return TEST_UID if os.getuid() == 0 else os.getuid()
 
 
+@contextlib.contextmanager
+def passable_to_others(*paths: Path):
+    """As root in a private clone (a 0700 folder of root's), the switched-to uid cannot reach this checkout's venv
+    and src: each folder above them that others cannot pass through gets o+x (pass, not list) for the test only,
+    and its mode back after. A user running the tests as themselves never needs it (no switch)."""
+    changed: list[tuple[Path, int]] = []
+    folders = {a for p in paths for a in (Path(os.path.realpath(p)), *Path(os.path.realpath(p)).parents)}
+    try:
+        for folder in sorted(folders, key=lambda f: len(f.parts)):
+            mode = folder.stat().st_mode & 0o7777
+            if os.getuid() == 0 and not mode & 0o001:
+                changed.append((folder, mode))
+                os.chmod(folder, mode | 0o001)
+        yield
+    finally:
+        for folder, mode in reversed(changed):
+            os.chmod(folder, mode)
+
+
 @pytest.fixture
 def user_project(tiny_model):
     """A copy of the project owned by the launching user (pytest's tmp dirs are 0700 root: not reachable by it)."""
@@ -169,7 +190,8 @@ def test_train_2_processes_as_non_root_user_files_not_root_owned(client, cpu_ima
            "--set", "gpus_per_node=2 max_steps=2 save_steps=1"]  # two saved steps: that a container run learns
     # is test_make_train_tiny_cpu_in_container_1_process's (the venv's losses); this one: two ranks, who owns the files
     started = time.monotonic()
-    out = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    with passable_to_others(Path(PYTHON).parent.parent / "lib", ROOT / "src", Path(sys.base_prefix) / "bin"):
+        out = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
     elapsed = time.monotonic() - started
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     run_dir = project / "runs" / name

@@ -91,7 +91,7 @@ def test_one_process(trained_run: TrainedRun):
     for name in ("recipe.resolved.yaml", "train.yaml", "plan.json", "versions.json", "train.log", "output/training_loss.png"):
         assert (run / name).is_file(), name
     versions = json.loads((run / "versions.json").read_text())
-    pinned = next(line.split("==")[1] for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines()
+    pinned = next(line.split("==")[1].split()[0] for line in (ROOT / "requirements" / "lock.txt").read_text().splitlines()
                   if line.lower().startswith("llamafactory=="))
     assert versions["git_commit"] != "unknown" and versions["host_stack"]["llamafactory"] == pinned
     assert "adapter_model.safetensors" in trained_run.output and "training_loss.png" in trained_run.output

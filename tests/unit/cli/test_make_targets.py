@@ -73,7 +73,7 @@ def test_format_reaches_export_and_data_only_as_the_user_set_it(job_env):
     included first wins, so a default in one reached the other (mk/data.mk's `auto` made every plain make export
     hand over --format=auto: `error: FORMAT: unknown auto`). Each CLI keeps its own default."""
     def argv(*args):
-        proc = subprocess.run(["make", "-n", *args], cwd=ROOT, env=job_env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=ROOT, env=job_env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout.splitlines()[-1]
     assert "--format" not in argv("export", "RUN=r") and "--format" not in argv("data", "IN=x.jsonl", "NAME=y")
