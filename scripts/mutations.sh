@@ -60,7 +60,7 @@ run liger_rule_skips_freeze 's|        return "lm_head" in _listed(args.get("fre
   tests/unit/recipe/test_rules.py
 run certificates_one_variable 's|^ALL_SERVICES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_\*")|ALL_SERVICES = ("REQUESTS_CA_BUNDLE",)|' src/rocmft/recipe/recipe_env.py \
   tests/unit/launch/test_job_trust.py -k certificates
-run certificates_need_no_opt_in 's|^             "CURL_CA_BUNDLE", "SSL_CERT_\*")|             )|' src/rocmft/recipe/recipe_env.py \
+run certificates_need_no_opt_in 's|^             "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_\*")|             "REQUESTS_CA_BUNDLE")|' src/rocmft/recipe/recipe_env.py \
   tests/unit/launch/test_job_trust.py -k "opt_in and not trust_remote_code"
 run dry_run_prints_a_secret "s|=<from your shell, never written>\" for name in secrets\]|={__import__('os').environ.get(name)}\" for name in secrets]|" src/rocmft/launch/dry_run.py \
   tests/unit/cli/test_train_dry_run.py
